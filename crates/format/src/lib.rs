@@ -1,0 +1,20 @@
+//! The DwarFS on-disk format, as pure data: no files, no I/O.
+//!
+//! * [`section`] — section headers (the old v2.0/v2.1 layout and the current
+//!   one with SHA-512/256 and XXH3-64), section types, compression ids, the
+//!   section index and image-offset detection over a byte slice.
+//! * [`thrift`] — the thrift compact protocol (schema, history, block
+//!   compression headers).
+//! * [`frozen`] — the frozen2 bit-packed layout, driven by a stored schema.
+//! * [`metadata`] — the decoded file-system metadata of format v2.0–v2.5,
+//!   with packed tables already unpacked.
+//! * [`history`] — the HISTORY section.
+//!
+//! Every length, offset and index read from input is checked; decoding never
+//! panics and never allocates more than the input can justify.
+
+pub mod error;
+pub mod metadata;
+pub mod section;
+
+pub use error::{Error, Result};
