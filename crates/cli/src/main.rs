@@ -1,1 +1,35 @@
-fn main() {}
+//! `hoard`: inspect, verify and extract DwarFS images.
+//!
+//! Invoked as `dwarfsck` or `dwarfsextract` (through a symlink or copy of
+//! that name) it accepts those tools' common options instead.
+
+mod args;
+mod cmd;
+mod compat;
+mod tree;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command = match compat::parse(&argv) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    match cmd::run(command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("hoard: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Formats an error and its causes on one line.
+fn one_line(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+        .replace('\n', " ")
+}

@@ -14,7 +14,11 @@
 //! panics and never allocates more than the input can justify.
 
 pub mod error;
+pub mod frozen;
+pub mod fsst;
+pub mod history;
 pub mod metadata;
 pub mod section;
+pub mod thrift;
 
 pub use error::{Error, Result};

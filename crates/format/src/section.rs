@@ -362,7 +362,7 @@ pub struct IndexEntry {
 
 /// Decodes a SECTION_INDEX payload: offsets must start at 0 and increase.
 pub fn parse_section_index(payload: &[u8]) -> Result<Vec<IndexEntry>> {
-    if payload.len() % 8 != 0 {
+    if !payload.len().is_multiple_of(8) {
         return Err(corrupt!(
             "section index length {} is not a multiple of 8",
             payload.len()
@@ -401,64 +401,77 @@ pub fn index_offset_hint(image: &[u8]) -> Option<u64> {
         .then_some(tail & INDEX_OFFSET_MASK)
 }
 
-/// Finds where the image starts inside `file`, skipping an arbitrary prefix.
+/// Finds where the image starts inside a file, skipping an arbitrary prefix.
 ///
-/// A candidate is a `DWARFS` magic with major version 2 whose first section
-/// is followed by a second plausible section header: for v2.2+ section 0
-/// followed by section 1; for v2.0/v2.1 a block or schema section followed by
-/// a section of a type that may come next.
-pub fn find_image_offset(file: &[u8]) -> Option<u64> {
-    let mut start = 0;
-    while start + FILE_HEADER_SIZE <= file.len() {
-        let rel = file[start..]
-            .windows(7)
-            .position(|w| w[..6] == *MAGIC && w[6] == MAJOR_VERSION)?;
-        let pos = start + rel;
-        if is_plausible_image_start(&file[pos..]) {
-            return Some(pos as u64);
+/// `read_at(offset, len)` returns up to `len` bytes of the file at `offset`
+/// (fewer at its end). A candidate is a `DWARFS` magic with major version 2
+/// whose first section is followed by a second plausible section header: for
+/// v2.2+ section 0 followed by section 1; for v2.0/v2.1 a block or schema
+/// section followed by a section of a type that may come next.
+pub fn find_image_offset(
+    file_len: u64,
+    read_at: &mut dyn FnMut(u64, usize) -> Vec<u8>,
+) -> Option<u64> {
+    const WINDOW: usize = 1 << 20;
+    let mut window_start = 0u64;
+    while window_start < file_len {
+        let window = read_at(window_start, WINDOW + 6);
+        if window.len() < 7 {
+            return None;
         }
-        start = pos + 1;
+        for (rel, w) in window.windows(7).enumerate() {
+            if w[..6] == *MAGIC && w[6] == MAJOR_VERSION {
+                let pos = window_start + rel as u64;
+                if is_plausible_image_start(pos, read_at) {
+                    return Some(pos);
+                }
+            }
+        }
+        window_start += (window.len() - 6) as u64;
     }
     None
 }
 
-fn is_plausible_image_start(bytes: &[u8]) -> bool {
-    let Ok(version) = parse_version(bytes) else {
+/// [`find_image_offset`] over a file held in memory.
+pub fn find_image_offset_in(file: &[u8]) -> Option<u64> {
+    find_image_offset(file.len() as u64, &mut |off, len| {
+        let start = (off as usize).min(file.len());
+        file[start..(start + len).min(file.len())].to_vec()
+    })
+}
+
+fn is_plausible_image_start(pos: u64, read_at: &mut dyn FnMut(u64, usize) -> Vec<u8>) -> bool {
+    let first = read_at(pos, V2_HEADER_SIZE);
+    let Ok(version) = parse_version(&first) else {
         return false;
     };
     match version.layout() {
         HeaderLayout::V2 => {
-            let Ok(first) = parse_header_v2(bytes) else {
+            let Ok(head) = parse_header_v2(&first) else {
                 return false;
             };
-            if first.number != Some(0) {
-                return false;
-            }
-            let Some(next) = (V2_HEADER_SIZE as u64).checked_add(first.length) else {
+            let Some(next) = (V2_HEADER_SIZE as u64)
+                .checked_add(head.length)
+                .and_then(|n| n.checked_add(pos))
+            else {
                 return false;
             };
-            let next = match usize::try_from(next) {
-                Ok(n) if n < bytes.len() => n,
-                _ => return false,
-            };
-            matches!(parse_header_v2(&bytes[next..]), Ok(h) if h.number == Some(1))
+            head.number == Some(0)
+                && matches!(parse_header_v2(&read_at(next, V2_HEADER_SIZE)), Ok(h) if h.number == Some(1))
         }
         HeaderLayout::V1 => {
-            let Ok(first) = parse_header_v1(&bytes[FILE_HEADER_SIZE..], version) else {
+            let Ok(head) = parse_header_v1(&first[FILE_HEADER_SIZE.min(first.len())..], version)
+            else {
                 return false;
             };
-            if first.length == 0 || first.kind == SectionType::METADATA_V2 {
+            if head.length == 0 || head.kind == SectionType::METADATA_V2 {
                 return false;
             }
-            let next = FILE_HEADER_SIZE as u64 + V1_HEADER_SIZE as u64 + first.length;
-            let next = match usize::try_from(next) {
-                Ok(n) if n < bytes.len() => n,
-                _ => return false,
-            };
-            match parse_header_v1(&bytes[next..], version) {
+            let next = pos + (FILE_HEADER_SIZE + V1_HEADER_SIZE) as u64 + head.length;
+            match parse_header_v1(&read_at(next, V1_HEADER_SIZE), version) {
                 Ok(second) => {
                     second.length > 0
-                        && if first.kind == SectionType::BLOCK {
+                        && if head.kind == SectionType::BLOCK {
                             matches!(
                                 second.kind,
                                 SectionType::BLOCK | SectionType::METADATA_V2_SCHEMA
@@ -517,8 +530,8 @@ mod tests {
             Compression::NONE,
             b"",
         ));
-        assert_eq!(find_image_offset(&file), Some(prefix as u64));
-        assert_eq!(find_image_offset(b"no image here"), None);
+        assert_eq!(find_image_offset_in(&file), Some(prefix as u64));
+        assert_eq!(find_image_offset_in(b"no image here"), None);
     }
 
     #[test]

@@ -1,1 +1,32 @@
-//! placeholder
+//! Read DwarFS images.
+//!
+//! ```no_run
+//! use hoard_reader::{Filesystem, FsOptions};
+//! let fs = Filesystem::open("image.dwarfs".as_ref(), &FsOptions::default())?;
+//! let ino = fs.lookup_path("usr/bin/env")?;
+//! let st = fs.stat(ino)?;
+//! let mut buf = vec![0; st.size as usize];
+//! fs.read(ino, 0, &mut buf)?;
+//! # Ok::<(), hoard_reader::Error>(())
+//! ```
+//!
+//! * [`image`] — finds the image in its file (an optional prefix is skipped),
+//!   lists its sections and loads them, checking hashes.
+//! * [`fs`] — the file system: lookup, readdir, stat, readlink, read.
+//! * [`cache`] — the block cache shared by all readers.
+//! * [`inode`] — inode numbering and attributes.
+//!
+//! Every offset, length and index taken from an image is checked before use:
+//! a malformed image gives an [`Error`], never a panic.
+
+pub mod cache;
+mod error;
+pub mod fs;
+pub mod image;
+pub mod inode;
+pub mod source;
+
+pub use error::{Error, Result};
+pub use fs::{ContentPiece, DirEntry, Extent, Filesystem, FsOptions};
+pub use image::{Image, ImageOffset, OpenOptions, Section};
+pub use inode::{FileKind, Stat, Time};

@@ -1,0 +1,196 @@
+//! Command-line arguments of `hoard`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hoard_reader::ImageOffset;
+use std::path::PathBuf;
+
+/// Inspect, verify and extract DwarFS images.
+#[derive(Debug, Parser)]
+#[command(name = "hoard", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Verify an image: section hashes and metadata consistency.
+    Check(CheckArgs),
+    /// List the entries of an image.
+    Ls(LsArgs),
+    /// Write the contents of files in an image to standard output.
+    Cat(CatArgs),
+    /// Show what an image holds and how it was made.
+    Info(InfoArgs),
+    /// Extract an image into a directory.
+    Extract(ExtractArgs),
+    /// Mount an image with FUSE.
+    Mount(MountArgs),
+    /// Unmount a mounted image.
+    Umount(UmountArgs),
+}
+
+/// `hoard mount`.
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// The image file.
+    pub image: PathBuf,
+    /// Where to mount it.
+    pub mountpoint: PathBuf,
+    /// Mount options, comma-separated (cachesize=512m, workers=2, offset=auto, allow_other, ...).
+    #[arg(short = 'o')]
+    pub options: Vec<String>,
+    /// Stay in the foreground.
+    #[arg(short = 'f', long)]
+    pub foreground: bool,
+}
+
+/// `hoard umount`.
+#[derive(Debug, Args)]
+pub struct UmountArgs {
+    /// The mount point.
+    pub mountpoint: PathBuf,
+}
+
+/// Options naming and opening an image.
+#[derive(Debug, Clone, Args)]
+pub struct ImageArgs {
+    /// The image file.
+    pub image: PathBuf,
+    /// Where the image starts in the file: a byte offset or `auto`.
+    #[arg(short = 'O', long = "image-offset", default_value = "auto")]
+    pub offset: ImageOffset,
+    /// Bytes of decompressed blocks to keep in memory (suffixes k, m, g).
+    #[arg(short = 's', long = "cache-size", default_value = "512m", value_parser = parse_size)]
+    pub cache_size: usize,
+}
+
+/// `hoard check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// Also check SHA-512/256 hashes and read every file's data.
+    #[arg(long, alias = "check-integrity")]
+    pub full: bool,
+    /// Print the result as JSON.
+    #[arg(long, short = 'j')]
+    pub json: bool,
+    /// Instead of checking, print a checksum of every regular file in the
+    /// format `sha256sum --check` reads.
+    #[arg(long, value_enum)]
+    pub checksum: Option<ChecksumAlgo>,
+    /// Worker threads (default: one per core).
+    #[arg(short = 'n', long = "num-workers")]
+    pub workers: Option<usize>,
+}
+
+/// Hash functions for `--checksum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ChecksumAlgo {
+    /// SHA-256.
+    Sha256,
+    /// SHA-512.
+    Sha512,
+    /// XXH3, 128 bits.
+    Xxh3,
+}
+
+/// `hoard ls`.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// The directory or file to list (default: the root).
+    pub path: Option<String>,
+    /// Long listing: mode, links, owner, group, size, time, name -> target.
+    #[arg(short = 'l', long)]
+    pub long: bool,
+    /// List subdirectories recursively.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+}
+
+/// `hoard cat`.
+#[derive(Debug, Args)]
+pub struct CatArgs {
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// Files to print, as paths inside the image.
+    #[arg(required = true)]
+    pub paths: Vec<String>,
+}
+
+/// `hoard info`.
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// Print as JSON.
+    #[arg(long, short = 'j')]
+    pub json: bool,
+}
+
+/// `hoard extract`.
+#[derive(Debug, Args)]
+pub struct ExtractArgs {
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// Directory to extract into (created if missing).
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// Only extract entries matching these globs (`**` crosses directories;
+    /// prefix `i:` for case-insensitive matching).
+    #[arg(long = "pattern")]
+    pub patterns: Vec<String>,
+    /// More patterns, as positional arguments.
+    #[arg(value_name = "PATTERN")]
+    pub more_patterns: Vec<String>,
+    /// Restore owners even when not running as root.
+    #[arg(long)]
+    pub owners: bool,
+    /// Do not create character and block devices.
+    #[arg(long)]
+    pub skip_devices: bool,
+    /// Do not create fifos and sockets.
+    #[arg(long)]
+    pub skip_specials: bool,
+    /// Worker threads (default: one per core).
+    #[arg(short = 'n', long = "num-workers")]
+    pub workers: Option<usize>,
+    /// Keep going after an entry fails; exit 2 at the end.
+    #[arg(long)]
+    pub continue_on_error: bool,
+}
+
+/// Parses a byte count with an optional k/m/g suffix (powers of 1024).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, shift) = match t.strip_suffix(['k', 'm', 'g', 't']) {
+        Some(n) => (
+            n,
+            10 * (1 + "kmgt".find(t.chars().last().unwrap_or('k')).unwrap_or(0)),
+        ),
+        None => (t.as_str(), 0),
+    };
+    let n: usize = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
+    n.checked_shl(shift as u32)
+        .filter(|v| v >> shift == n)
+        .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("2M"), Ok(2 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("x").is_err());
+    }
+}

@@ -1,0 +1,59 @@
+//! The subcommands, one module each.
+
+mod cat;
+mod check;
+mod extract;
+mod info;
+mod ls;
+mod mount;
+
+use crate::args::{Command, ImageArgs};
+use anyhow::{Context, Result};
+use hoard_reader::{Filesystem, FsOptions, OpenOptions};
+use std::process::ExitCode;
+
+/// Runs `commands` in order, stopping at the first that fails; returns the
+/// exit code of the last one run.
+pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
+    let mut code = 0u8;
+    for command in commands {
+        code = match command {
+            Command::Check(a) => check::run(&a)?,
+            Command::Ls(a) => ls::run(&a)?,
+            Command::Cat(a) => cat::run(&a)?,
+            Command::Info(a) => info::run(&a)?,
+            Command::Extract(a) => extract::run(&a)?,
+            Command::Mount(a) => mount::run(&a)?,
+            Command::Umount(a) => mount::umount(&a)?,
+        };
+        if code != 0 {
+            break;
+        }
+    }
+    Ok(ExitCode::from(code))
+}
+
+/// Opens the image named by `args`.
+pub fn open(args: &ImageArgs) -> Result<Filesystem> {
+    open_plain(args).with_context(|| args.image.display().to_string())
+}
+
+/// Opens the image named by `args`, with the reader's own error.
+pub fn open_plain(args: &ImageArgs) -> hoard_reader::Result<Filesystem> {
+    let options = FsOptions {
+        open: OpenOptions {
+            offset: args.offset,
+            no_mmap: false,
+        },
+        cache_size: args.cache_size,
+    };
+    Filesystem::open(&args.image, &options)
+}
+
+/// Runs `f` on a thread pool of `workers` threads (default: one per core).
+pub fn with_workers<T: Send>(workers: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers.unwrap_or(0))
+        .build()?;
+    Ok(pool.install(f))
+}

@@ -1,0 +1,124 @@
+//! `hoard mount` and `hoard umount`.
+//!
+//! By default the driver detaches once the kernel has accepted the mount:
+//! the process forks before doing anything else, the child opens the image
+//! and mounts, and reports success or its one-line error through a pipe, so
+//! the parent exits 0 only when the mount is ready and 1 with the error
+//! otherwise. SIGINT, SIGTERM and SIGHUP unmount cleanly.
+
+use crate::args::{MountArgs, UmountArgs};
+use anyhow::{bail, Context, Result};
+use hoard_fuse::options::MountOptions;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+/// Mounts an image; returns the exit code.
+pub fn run(args: &MountArgs) -> Result<u8> {
+    let options = MountOptions::parse(&args.options.join(",")).map_err(anyhow::Error::msg)?;
+    if args.foreground {
+        return serve(args, &options, |_| {});
+    }
+    let (read_end, write_end) = pipe()?;
+    // SAFETY: no threads exist yet in this process, so the child may run
+    // arbitrary code after fork.
+    match unsafe { libc::fork() } {
+        -1 => Err(std::io::Error::last_os_error()).context("fork"),
+        0 => {
+            drop(read_end);
+            let status = std::cell::RefCell::new(Some(std::fs::File::from(write_end)));
+            // SAFETY: setsid has no preconditions.
+            unsafe { libc::setsid() };
+            let result = serve(args, &options, |_| {
+                if let Some(mut w) = status.borrow_mut().take() {
+                    let _ = w.write_all(b"ok");
+                }
+                detach_stdio();
+            });
+            if let (Err(e), Some(mut w)) = (&result, status.borrow_mut().take()) {
+                let _ = w.write_all(crate::one_line(e).as_bytes());
+            }
+            std::process::exit(if result.is_ok() { 0 } else { 1 });
+        }
+        _child => {
+            drop(write_end);
+            let mut msg = String::new();
+            std::fs::File::from(read_end).read_to_string(&mut msg)?;
+            if msg == "ok" {
+                Ok(0)
+            } else if msg.is_empty() {
+                bail!("the driver exited before the mount was ready")
+            } else {
+                bail!("{msg}")
+            }
+        }
+    }
+}
+
+/// Mounts and serves until unmounted or signalled.
+fn serve(args: &MountArgs, options: &MountOptions, ready: impl FnOnce(())) -> Result<u8> {
+    let mounted: Arc<Mutex<Option<hoard_fuse::Mounted>>> = Arc::new(Mutex::new(None));
+    let mut signals =
+        signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
+    let on_signal = mounted.clone();
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            if let Some(m) = on_signal.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                let _ = m.unmount();
+            }
+        }
+    });
+    hoard_fuse::serve(&args.image, &args.mountpoint, options, |m| {
+        *mounted.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
+        ready(());
+    })
+    .map_err(anyhow::Error::msg)?;
+    Ok(0)
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("pipe");
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Points stdin, stdout and stderr at /dev/null once detached.
+fn detach_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        use std::os::fd::AsRawFd;
+        for fd in 0..3 {
+            // SAFETY: dup2 onto the standard descriptors.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
+}
+
+/// Unmounts a mount point with `fusermount3 -u` (or `umount` as root).
+pub fn umount(args: &UmountArgs) -> Result<u8> {
+    let status = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg(&args.mountpoint)
+        .status();
+    match status {
+        Ok(s) if s.success() => Ok(0),
+        _ => {
+            let s = std::process::Command::new("umount")
+                .arg(&args.mountpoint)
+                .status()
+                .context("umount")?;
+            if s.success() {
+                Ok(0)
+            } else {
+                bail!("cannot unmount {}", args.mountpoint.display())
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! The DwarFS personalities: `dwarfsck` and `dwarfsextract` option sets,
+//! translated into `hoard` commands.
+
+use crate::args::{
+    parse_size, CheckArgs, ChecksumAlgo, Cli, Command, ExtractArgs, ImageArgs, InfoArgs, LsArgs,
+    MountArgs,
+};
+use clap::{CommandFactory, Parser, ValueEnum};
+use hoard_reader::ImageOffset;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Parses the command line according to the name the program runs under;
+/// returns the commands to run in order.
+pub fn parse(argv: &[OsString]) -> Result<Vec<Command>, clap::Error> {
+    let name = argv
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("hoard");
+    match name {
+        "dwarfsck" => Ok(Dwarfsck::try_parse_from(argv)?.into_commands()),
+        "dwarfsextract" => Ok(vec![Dwarfsextract::try_parse_from(argv)?.into_command()]),
+        "dwarfs" | "mount.hoard" => Ok(vec![Command::Mount(
+            DwarfsMount::try_parse_from(argv)?.args,
+        )]),
+        _ if is_mount_helper_call(argv) => Ok(vec![Command::Mount(
+            DwarfsMount::try_parse_from(argv)?.args,
+        )]),
+        _ => Ok(vec![Cli::try_parse_from(argv)?.command]),
+    }
+}
+
+/// `mount.fuse3` runs a `type fuse.hoard` fstab entry as
+/// `hoard IMAGE MOUNTPOINT -o OPTIONS`: an image path where a subcommand
+/// would be.
+fn is_mount_helper_call(argv: &[OsString]) -> bool {
+    argv.len() >= 3
+        && argv[1]
+            .to_str()
+            .is_none_or(|a| !a.starts_with('-') && Cli::command().find_subcommand(a).is_none())
+        && Path::new(&argv[1]).is_file()
+}
+
+/// Mount a DwarFS image (the `dwarfs` driver's command line).
+#[derive(Debug, Parser)]
+#[command(name = "dwarfs", version)]
+struct DwarfsMount {
+    #[command(flatten)]
+    args: MountArgs,
+}
+
+/// Check and show a DwarFS image (the `dwarfsck` options).
+#[derive(Debug, Parser)]
+#[command(name = "dwarfsck", version)]
+struct Dwarfsck {
+    /// The image file.
+    #[arg(short = 'i', long = "input")]
+    input: Option<PathBuf>,
+    /// The image file, as a positional argument.
+    #[arg(value_name = "IMAGE", conflicts_with = "input")]
+    image: Option<PathBuf>,
+    /// Level of detail of the information printed (0 prints none).
+    #[arg(short = 'd', long = "detail", default_value = "2")]
+    detail: String,
+    /// Print nothing but errors.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+    /// Where the image starts: a byte offset or `auto`.
+    #[arg(short = 'O', long = "image-offset", default_value = "auto")]
+    offset: ImageOffset,
+    /// List all entries instead of checking.
+    #[arg(short = 'l', long = "list")]
+    list: bool,
+    /// Print a checksum of every regular file instead of checking.
+    #[arg(long, value_parser = parse_checksum)]
+    checksum: Option<ChecksumAlgo>,
+    /// Worker threads.
+    #[arg(short = 'n', long = "num-workers")]
+    workers: Option<usize>,
+    /// Bytes of decompressed blocks to keep in memory.
+    #[arg(short = 's', long = "cache-size", default_value = "512m", value_parser = parse_size)]
+    cache_size: usize,
+    /// Also check SHA-512/256 hashes and read all data.
+    #[arg(long = "check-integrity")]
+    check_integrity: bool,
+    /// Only show information, do not check.
+    #[arg(long = "no-check")]
+    no_check: bool,
+    /// Print as JSON.
+    #[arg(short = 'j', long)]
+    json: bool,
+}
+
+fn parse_checksum(s: &str) -> Result<ChecksumAlgo, String> {
+    let lower = s.to_ascii_lowercase();
+    let name = match lower.as_str() {
+        "sha2-256" | "sha-256" => "sha256",
+        "sha2-512" | "sha-512" => "sha512",
+        "xxh3-128" | "xxh3_128" => "xxh3",
+        other => other,
+    };
+    ChecksumAlgo::from_str(name, true)
+        .map_err(|_| format!("unsupported checksum '{s}' (sha256, sha512, xxh3)"))
+}
+
+impl Dwarfsck {
+    fn into_commands(self) -> Vec<Command> {
+        let image = ImageArgs {
+            image: self.input.or(self.image).unwrap_or_default(),
+            offset: self.offset,
+            cache_size: self.cache_size,
+        };
+        if self.list {
+            return vec![Command::Ls(LsArgs {
+                image,
+                path: None,
+                long: false,
+                recursive: true,
+            })];
+        }
+        let check = Command::Check(CheckArgs {
+            image: image.clone(),
+            full: self.check_integrity,
+            json: self.json,
+            checksum: self.checksum,
+            workers: self.workers,
+        });
+        if self.checksum.is_some() {
+            return vec![check];
+        }
+        let mut commands = Vec::new();
+        if !self.quiet && self.detail != "0" {
+            commands.push(Command::Info(InfoArgs {
+                image,
+                json: self.json,
+            }));
+        }
+        if !self.no_check {
+            commands.push(check);
+        }
+        commands
+    }
+}
+
+/// Extract a DwarFS image (the `dwarfsextract` options).
+#[derive(Debug, Parser)]
+#[command(name = "dwarfsextract", version)]
+struct Dwarfsextract {
+    /// The image file.
+    #[arg(short = 'i', long = "input", required = true)]
+    input: PathBuf,
+    /// Directory to extract into (default: the current directory).
+    #[arg(short = 'o', long = "output", default_value = ".")]
+    output: PathBuf,
+    /// Only extract entries matching these globs.
+    #[arg(long = "pattern")]
+    patterns: Vec<String>,
+    /// More patterns.
+    #[arg(value_name = "PATTERN")]
+    more_patterns: Vec<String>,
+    /// Where the image starts: a byte offset or `auto`.
+    #[arg(short = 'O', long = "image-offset", default_value = "auto")]
+    offset: ImageOffset,
+    /// Worker threads.
+    #[arg(short = 'n', long = "num-workers")]
+    workers: Option<usize>,
+    /// Bytes of decompressed blocks to keep in memory.
+    #[arg(short = 's', long = "cache-size", default_value = "512m", value_parser = parse_size)]
+    cache_size: usize,
+    /// Do not create devices.
+    #[arg(long)]
+    skip_devices: bool,
+    /// Do not create fifos and sockets.
+    #[arg(long)]
+    skip_specials: bool,
+    /// Keep going after an entry fails.
+    #[arg(long)]
+    continue_on_error: bool,
+}
+
+impl Dwarfsextract {
+    fn into_command(self) -> Command {
+        Command::Extract(ExtractArgs {
+            image: ImageArgs {
+                image: self.input,
+                offset: self.offset,
+                cache_size: self.cache_size,
+            },
+            output: self.output,
+            patterns: self.patterns,
+            more_patterns: self.more_patterns,
+            owners: false,
+            skip_devices: self.skip_devices,
+            skip_specials: self.skip_specials,
+            workers: self.workers,
+            continue_on_error: self.continue_on_error,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn dwarfsck_maps_to_info_and_check() {
+        let cmds = parse(&argv(&[
+            "/usr/bin/dwarfsck",
+            "-i",
+            "x.dwarfs",
+            "--check-integrity",
+        ]))
+        .unwrap();
+        assert!(matches!(&cmds[..], [Command::Info(_), Command::Check(c)] if c.full));
+        let cmds = parse(&argv(&["dwarfsck", "x.dwarfs", "--checksum=sha256"])).unwrap();
+        assert!(
+            matches!(&cmds[..], [Command::Check(c)] if c.checksum == Some(ChecksumAlgo::Sha256))
+        );
+        let cmds = parse(&argv(&["dwarfsck", "-l", "x.dwarfs", "-O", "auto"])).unwrap();
+        assert!(matches!(&cmds[..], [Command::Ls(l)] if l.recursive));
+    }
+
+    #[test]
+    fn dwarfsextract_maps_to_extract() {
+        let cmds = parse(&argv(&[
+            "dwarfsextract",
+            "-i",
+            "x",
+            "-o",
+            "out",
+            "--pattern",
+            "*.txt",
+            "-O",
+            "12",
+        ]))
+        .unwrap();
+        match &cmds[..] {
+            [Command::Extract(e)] => {
+                assert_eq!(e.output, PathBuf::from("out"));
+                assert_eq!(e.patterns, vec!["*.txt".to_string()]);
+                assert_eq!(e.image.offset, ImageOffset::At(12));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn dwarfs_and_mount_helper_map_to_mount() {
+        let cmds = parse(&argv(&[
+            "dwarfs",
+            "img",
+            "/mnt",
+            "-o",
+            "cachesize=1g",
+            "-f",
+        ]))
+        .unwrap();
+        assert!(
+            matches!(&cmds[..], [Command::Mount(m)] if m.foreground && m.options == ["cachesize=1g"])
+        );
+        let this_file = file!();
+        if Path::new(this_file).is_file() {
+            let cmds = parse(&argv(&["hoard", this_file, "/mnt", "-o", "ro"])).unwrap();
+            assert!(matches!(&cmds[..], [Command::Mount(_)]));
+        }
+    }
+
+    #[test]
+    fn hoard_parses_subcommands() {
+        assert!(parse(&argv(&["hoard", "ls", "x", "-lR"])).is_ok());
+        assert!(parse(&argv(&["hoard", "frobnicate"])).is_err());
+    }
+}

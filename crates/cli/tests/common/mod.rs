@@ -1,0 +1,161 @@
+//! Helpers shared by the integration tests: where the shared test images
+//! are, how to run the `hoard` binary, and manifest comparison.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `../shared` beside the checkout, if present.
+pub fn shared() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
+    if p.join("dwarfs-images").is_dir() {
+        Some(p.canonicalize().unwrap())
+    } else {
+        eprintln!("note: ../shared not found, skipping");
+        None
+    }
+}
+
+/// The images with a manifest in `shared/dwarfs-images/<group>`.
+pub fn images_with_manifest(group: &str) -> Vec<(PathBuf, PathBuf)> {
+    let Some(shared) = shared() else {
+        return Vec::new();
+    };
+    let mut out: Vec<(PathBuf, PathBuf)> =
+        std::fs::read_dir(shared.join("dwarfs-images").join(group))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "dwarfs"))
+            .filter_map(|p| {
+                let m = p.with_extension("manifest");
+                m.exists().then_some((p, m))
+            })
+            .collect();
+    out.sort();
+    out
+}
+
+/// A `hoard` command.
+pub fn hoard() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hoard"))
+}
+
+/// Runs `hoard` with `args`, returning its output.
+pub fn run(args: &[&str]) -> Output {
+    hoard().args(args).output().expect("run hoard")
+}
+
+/// Whether the tests run as root (owners and devices can be restored).
+pub fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The manifest of a tree, made by `shared/tools/manifest.py`.
+pub fn manifest_of(root: &Path) -> String {
+    let script = shared().unwrap().join("tools/manifest.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(root)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "manifest.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn parse(manifest: &str) -> Vec<serde_json::Value> {
+    manifest
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// What a comparison may ignore.
+///
+/// In format 2.2 and older images each hard link of a file carries its own
+/// inode data, and DwarFS shows a different mtime per link; one inode has
+/// one mtime in a kernel or on a disk, so for hard-link groups where the
+/// manifest itself shows several mtimes, mtime is not compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    /// A mounted tree.
+    Mounted,
+    /// An extracted tree: also, Linux gives every symlink mode 0777 while
+    /// DwarFS shows the stored mode, so symlink modes are not compared.
+    Extracted,
+}
+
+/// Normalizes manifest lines for comparison: without root, owners and
+/// device nodes cannot be restored, so they are left out.
+fn comparable(
+    manifest: &str,
+    how: Compare,
+    mixed_groups: &std::collections::HashSet<String>,
+) -> Vec<String> {
+    let mut entries = parse(manifest);
+    for v in &mut entries {
+        let o = v.as_object_mut().unwrap();
+        if how == Compare::Extracted && o["type"] == "l" {
+            o.remove("mode");
+        }
+        if o["link"].as_str().is_some_and(|l| mixed_groups.contains(l)) {
+            o.remove("mtime");
+        }
+    }
+    entries
+        .into_iter()
+        .filter_map(|mut v| {
+            if !is_root() {
+                if matches!(v["type"].as_str(), Some("c" | "b")) {
+                    return None;
+                }
+                let o = v.as_object_mut().unwrap();
+                o.remove("uid");
+                o.remove("gid");
+            }
+            Some(v.to_string())
+        })
+        .collect()
+}
+
+/// Differences between two manifests, as a short report (empty if equal).
+pub fn manifest_diff(expected: &str, actual: &str, how: Compare) -> String {
+    let mut group_mtimes: std::collections::HashMap<String, std::collections::HashSet<i64>> =
+        Default::default();
+    for v in parse(expected) {
+        if let Some(link) = v["link"].as_str() {
+            group_mtimes
+                .entry(link.to_string())
+                .or_default()
+                .insert(v["mtime"].as_i64().unwrap());
+        }
+    }
+    let mixed = group_mtimes
+        .into_iter()
+        .filter(|(_, t)| t.len() > 1)
+        .map(|(l, _)| l)
+        .collect();
+    let (e, a) = (
+        comparable(expected, how, &mixed),
+        comparable(actual, how, &mixed),
+    );
+    if e == a {
+        return String::new();
+    }
+    let es: std::collections::BTreeSet<&String> = e.iter().collect();
+    let as_: std::collections::BTreeSet<&String> = a.iter().collect();
+    let mut report = String::new();
+    for l in es.difference(&as_).take(5) {
+        report += &format!("  expected: {l}\n");
+    }
+    for l in as_.difference(&es).take(5) {
+        report += &format!("  got:      {l}\n");
+    }
+    if report.is_empty() {
+        report = "  same lines, different order\n".into();
+    }
+    report
+}

@@ -1,0 +1,164 @@
+//! Every good DwarFS image in `../shared` extracts to exactly its manifest
+//! and passes `hoard check --full`.
+
+mod common;
+
+use common::*;
+
+fn extract_and_compare(group: &str) {
+    let images = images_with_manifest(group);
+    let mut failures = Vec::new();
+    for (image, manifest) in &images {
+        let name = image.file_name().unwrap().to_string_lossy().to_string();
+        let check = run(&["check", "--full", image.to_str().unwrap()]);
+        if !check.status.success() {
+            failures.push(format!(
+                "{name}: check failed: {}",
+                String::from_utf8_lossy(&check.stderr)
+            ));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("tree");
+        let ex = run(&[
+            "extract",
+            image.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        if !ex.status.success() {
+            failures.push(format!(
+                "{name}: extract failed: {}",
+                String::from_utf8_lossy(&ex.stderr)
+            ));
+            continue;
+        }
+        let expected = std::fs::read_to_string(manifest).unwrap();
+        let diff = manifest_diff(&expected, &manifest_of(&out), Compare::Extracted);
+        if !diff.is_empty() {
+            failures.push(format!(
+                "{name}: extracted tree differs from manifest:\n{diff}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} images failed:\n{}",
+        failures.len(),
+        images.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn compat_images_extract_exactly() {
+    extract_and_compare("compat");
+}
+
+#[test]
+fn upstream_images_extract_exactly() {
+    extract_and_compare("upstream");
+}
+
+#[test]
+fn misc_images_extract_exactly() {
+    extract_and_compare("misc");
+}
+
+#[test]
+fn future_features_image_is_refused_by_name() {
+    let Some(shared) = shared() else { return };
+    let image = shared.join("dwarfs-images/misc/future-features.dwarfs");
+    for cmd in ["check", "info", "ls"] {
+        let out = run(&[cmd, image.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("this-feature-will-never-exist"),
+            "{cmd}: {err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{cmd}: one line: {err}");
+    }
+}
+
+#[test]
+fn cat_prints_file_contents() {
+    let Some(shared) = shared() else { return };
+    let image = shared.join("dwarfs-images/compat/compat-v0.9.10.dwarfs");
+    let out = run(&["cat", image.to_str().unwrap(), "format.sh"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest = std::fs::read_to_string(image.with_extension("manifest")).unwrap();
+    let entry: serde_json::Value = manifest
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["path"] == "format.sh")
+        .unwrap();
+    use sha2::Digest;
+    let sum: String = sha2::Sha256::digest(&out.stdout)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(entry["sha256"], sum);
+}
+
+#[test]
+fn checksums_match_manifest() {
+    let Some(shared) = shared() else { return };
+    let image = shared.join("dwarfs-images/upstream/default.dwarfs");
+    let out = run(&["check", "--checksum=sha256", image.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sums: std::collections::HashMap<String, String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let (sum, path) = l.split_once("  ").unwrap();
+            match sum.strip_prefix('\\') {
+                Some(sum) => (
+                    path.replace("\\n", "\n").replace("\\\\", "\\"),
+                    sum.to_string(),
+                ),
+                None => (path.to_string(), sum.to_string()),
+            }
+        })
+        .collect();
+    let manifest = std::fs::read_to_string(image.with_extension("manifest")).unwrap();
+    let mut files = 0;
+    for line in manifest.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["type"] == "f" {
+            if let Some(path) = v["path"].as_str() {
+                assert_eq!(
+                    sums.get(path).map(String::as_str),
+                    v["sha256"].as_str(),
+                    "{path}"
+                );
+                files += 1;
+            }
+        }
+    }
+    assert!(files > 100);
+}
+
+#[test]
+fn ls_long_lists_symlink_targets() {
+    let Some(shared) = shared() else { return };
+    let image = shared.join("dwarfs-images/upstream/default.dwarfs");
+    let out = run(&["ls", "-lR", image.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('l') && l.ends_with("links/dangling -> ../does/not/exist")),
+        "{text}"
+    );
+}

@@ -1,0 +1,498 @@
+//! The FUSE operations over a [`Filesystem`].
+//!
+//! FUSE inode numbers are the image's inode numbers plus one (FUSE reserves
+//! 1 for the root, the image numbers it 0). Everything is read-only, so the
+//! kernel may keep attributes, entries and page-cache data for a long time.
+//! Reads run on a worker pool so that a slow block decompression never
+//! holds up other requests.
+
+use crate::options::{Mlock, MountOptions};
+use fuser::{
+    Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, MountOption,
+    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyXattr, Request, SessionACL, SessionUnmounter,
+};
+use hoard_reader::{Error, FileKind, Filesystem, FsOptions, OpenOptions, Stat};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long the kernel may cache attributes and entries: the image never changes.
+const TTL: Duration = Duration::from_secs(24 * 3600);
+/// Extended attribute holding the driver's process id (on the root).
+const XATTR_PID: &str = "user.dwarfs.driver.pid";
+/// Extended attribute describing an inode and its chunks (on regular files).
+const XATTR_INODEINFO: &str = "user.dwarfs.inodeinfo";
+
+/// A mounted image, handed to the caller once the mount is ready.
+pub struct Mounted {
+    unmounter: SessionUnmounter,
+}
+
+impl Mounted {
+    /// Unmounts; the serving loop then returns.
+    pub fn unmount(&mut self) -> std::io::Result<()> {
+        self.unmounter.unmount()
+    }
+}
+
+/// Opens `image`, mounts it on `mountpoint`, calls `ready` once the kernel
+/// has accepted the mount, and serves requests until it is unmounted.
+///
+/// Every error that can be detected before mounting (bad image, bad mount
+/// point, no FUSE) is returned before `ready` is called.
+pub fn serve(
+    image: &Path,
+    mountpoint: &Path,
+    options: &MountOptions,
+    ready: impl FnOnce(Mounted),
+) -> Result<(), String> {
+    let meta =
+        std::fs::metadata(mountpoint).map_err(|e| format!("{}: {e}", mountpoint.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("{}: not a directory", mountpoint.display()));
+    }
+    if is_mount_point(mountpoint, &meta) {
+        return Err(format!("{}: already a mount point", mountpoint.display()));
+    }
+    let fs = Filesystem::open(
+        image,
+        &FsOptions {
+            open: OpenOptions {
+                offset: options.offset,
+                no_mmap: false,
+            },
+            cache_size: options.cache_size,
+        },
+    )
+    .map_err(|e| format!("{}: {e}", image.display()))?;
+    lock_memory(options.mlock)?;
+    let fs = Arc::new(fs);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.workers)
+        .thread_name(|i| format!("hoard-read-{i}"))
+        .build()
+        .map_err(|e| e.to_string())?;
+    if options.preload_all {
+        let fs = fs.clone();
+        pool.spawn(move || {
+            for b in 0..fs.blocks().len() as u32 {
+                let _ = fs.block(b);
+            }
+        });
+    }
+    let driver = Driver {
+        fs,
+        options: options.clone(),
+        pool,
+    };
+    let mut config = Config::default();
+    config.mount_options = mount_options(image, options);
+    config.acl = if options.allow_other {
+        SessionACL::All
+    } else if options.allow_root {
+        SessionACL::RootAndOwner
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(options.workers);
+    config.clone_fd = true;
+    let mut session = fuser::Session::new(driver, mountpoint, &config)
+        .map_err(|e| format!("cannot mount on {}: {e}", mountpoint.display()))?;
+    ready(Mounted {
+        unmounter: session.unmount_callable(),
+    });
+    session.run().map_err(|e| e.to_string())
+}
+
+/// Whether `path` is the root of a mounted file system.
+fn is_mount_point(path: &Path, meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let parent = path.join("..");
+    std::fs::metadata(parent).is_ok_and(|p| p.dev() != meta.dev() || p.ino() == meta.ino())
+}
+
+fn mount_options(image: &Path, options: &MountOptions) -> Vec<MountOption> {
+    let mut v = vec![
+        MountOption::RO,
+        MountOption::FSName(image.display().to_string()),
+        MountOption::Subtype("hoard".into()),
+    ];
+    if options.default_permissions {
+        v.push(MountOption::DefaultPermissions);
+    }
+    for k in &options.kernel {
+        v.push(match k.as_str() {
+            "dev" => MountOption::Dev,
+            "nodev" => MountOption::NoDev,
+            "suid" => MountOption::Suid,
+            "nosuid" => MountOption::NoSuid,
+            "exec" => MountOption::Exec,
+            "noexec" => MountOption::NoExec,
+            "atime" => MountOption::Atime,
+            "noatime" => MountOption::NoAtime,
+            "sync" => MountOption::Sync,
+            "async" => MountOption::Async,
+            "dirsync" => MountOption::DirSync,
+            other => MountOption::CUSTOM(other.to_string()),
+        });
+    }
+    v
+}
+
+fn lock_memory(mlock: Mlock) -> Result<(), String> {
+    if mlock == Mlock::None {
+        return Ok(());
+    }
+    // SAFETY: mlockall has no memory-safety preconditions.
+    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if mlock == Mlock::Must {
+            return Err(format!("mlock=must: cannot lock memory: {e}"));
+        }
+        eprintln!("hoard: warning: mlock=try: cannot lock memory: {e}");
+    }
+    Ok(())
+}
+
+struct Driver {
+    fs: Arc<Filesystem>,
+    options: MountOptions,
+    pool: rayon::ThreadPool,
+}
+
+fn errno(e: &Error) -> Errno {
+    match e {
+        Error::NotFound(_) => Errno::ENOENT,
+        Error::WrongType(_) => Errno::EINVAL,
+        Error::Io(_) | Error::Corrupt(_) | Error::Unsupported(_) => Errno::EIO,
+    }
+}
+
+fn image_ino(ino: INodeNo) -> u32 {
+    ino.0.saturating_sub(1).min(u64::from(u32::MAX)) as u32
+}
+
+fn fuse_ino(ino: u32) -> INodeNo {
+    INodeNo(u64::from(ino) + 1)
+}
+
+fn file_type(kind: FileKind) -> FileType {
+    match kind {
+        FileKind::Directory => FileType::Directory,
+        FileKind::Symlink => FileType::Symlink,
+        FileKind::Regular => FileType::RegularFile,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::Socket => FileType::Socket,
+    }
+}
+
+fn system_time(t: hoard_reader::Time) -> SystemTime {
+    let nsec = Duration::from_nanos(u64::from(t.nsec));
+    if t.sec >= 0 {
+        UNIX_EPOCH + Duration::from_secs(t.sec as u64) + nsec
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + nsec
+    }
+}
+
+/// The kernel's 32-bit device number encoding.
+fn kernel_rdev(dev: u64) -> u32 {
+    let major = hoard_reader::inode::dev_major(dev);
+    let minor = hoard_reader::inode::dev_minor(dev);
+    (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)
+}
+
+impl Driver {
+    fn attr(&self, st: &Stat) -> FileAttr {
+        FileAttr {
+            ino: fuse_ino(st.ino),
+            size: st.size,
+            blocks: st.allocated_size.div_ceil(512),
+            atime: system_time(st.atime),
+            mtime: system_time(st.mtime),
+            ctime: system_time(st.ctime),
+            crtime: system_time(st.mtime),
+            kind: file_type(st.kind),
+            perm: (st.mode & 0o7777) as u16,
+            nlink: st.nlink,
+            uid: self.options.uid.unwrap_or(st.uid),
+            gid: self.options.gid.unwrap_or(st.gid),
+            rdev: kernel_rdev(st.rdev),
+            blksize: self.options.block_size,
+            flags: 0,
+        }
+    }
+
+    fn lookup_name(&self, dir: u32, name: &[u8]) -> hoard_reader::Result<Option<u32>> {
+        if let Some(ino) = self.fs.lookup(dir, name)? {
+            return Ok(Some(ino));
+        }
+        if !self.options.case_insensitive {
+            return Ok(None);
+        }
+        Ok(self
+            .fs
+            .readdir(dir)?
+            .into_iter()
+            .find(|e| e.name.eq_ignore_ascii_case(name))
+            .map(|e| e.ino))
+    }
+
+    /// The entries of a directory listing from `offset` on: `.`, `..`, then
+    /// the stored entries. Each comes with the offset of the next one.
+    fn listing(&self, dir: u32, offset: u64) -> hoard_reader::Result<Vec<(u64, u32, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if offset == 0 {
+            out.push((1, dir, b".".to_vec()));
+        }
+        if offset <= 1 {
+            out.push((2, self.fs.parent(dir)?, b"..".to_vec()));
+        }
+        let skip = offset.saturating_sub(2) as usize;
+        for (i, e) in self.fs.readdir(dir)?.into_iter().enumerate().skip(skip) {
+            out.push((i as u64 + 3, e.ino, e.name));
+        }
+        Ok(out)
+    }
+
+    fn inode_info(&self, ino: u32) -> hoard_reader::Result<String> {
+        let st = self.fs.stat(ino)?;
+        let mut info = serde_json::json!({
+            "mode": st.mode,
+            "modestring": format!("{:o}", st.mode),
+            "uid": st.uid,
+            "gid": st.gid,
+        });
+        if st.kind == FileKind::Regular {
+            let meta = self.fs.metadata();
+            let chunks: Vec<serde_json::Value> = self
+                .fs
+                .extents(ino)?
+                .into_iter()
+                .map(|e| match e {
+                    hoard_reader::Extent::Data { block, offset, size } => {
+                        let category = meta
+                            .block_categories
+                            .as_ref()
+                            .and_then(|c| c.get(block as usize))
+                            .and_then(|&c| meta.category_names.as_ref()?.get(c as usize).cloned());
+                        serde_json::json!({"block": block, "offset": offset, "size": size, "category": category})
+                    }
+                    hoard_reader::Extent::Hole { size } => serde_json::json!({"hole": size}),
+                })
+                .collect();
+            info["chunks"] = chunks.into();
+        }
+        Ok(info.to_string())
+    }
+
+    fn xattr_names(&self, ino: u32) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if ino == self.fs.root() {
+            names.push(XATTR_PID);
+        }
+        if self.fs.stat(ino).is_ok_and(|s| s.kind == FileKind::Regular) {
+            names.push(XATTR_INODEINFO);
+        }
+        names
+    }
+}
+
+fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
+    if size == 0 {
+        reply.size(value.len() as u32);
+    } else if value.len() > size as usize {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
+    }
+}
+
+impl fuser::Filesystem for Driver {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let result = self
+            .lookup_name(image_ino(parent), name.as_bytes())
+            .and_then(|found| found.map(|ino| self.fs.stat(ino)).transpose());
+        match result {
+            Ok(Some(st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
+            Ok(None) => reply.error(Errno::ENOENT),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.stat(image_ino(ino)) {
+            Ok(st) => reply.attr(&TTL, &self.attr(&st)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(image_ino(ino)) {
+            Ok(target) => reply.data(target),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != OpenAccMode::O_RDONLY {
+            return reply.error(Errno::EROFS);
+        }
+        match self.fs.stat(image_ino(ino)) {
+            Ok(st) if st.kind == FileKind::Directory => reply.error(Errno::EISDIR),
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyData,
+    ) {
+        let fs = self.fs.clone();
+        let ino = image_ino(ino);
+        let readahead = self.options.readahead;
+        self.pool.spawn(move || {
+            let mut buf = vec![0u8; size as usize];
+            match fs.read(ino, offset, &mut buf) {
+                Ok(n) => reply.data(&buf[..n]),
+                Err(e) => reply.error(errno(&e)),
+            }
+            if readahead > 0 {
+                prefetch(&fs, ino, offset + u64::from(size), readahead);
+            }
+        });
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != OpenAccMode::O_RDONLY {
+            return reply.error(Errno::EROFS);
+        }
+        match self.fs.entry_count(image_ino(ino)) {
+            Ok(_) => reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let entries = match self.listing(image_ino(ino), offset) {
+            Ok(e) => e,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        for (next, child, name) in entries {
+            let kind = match self.fs.stat(child) {
+                Ok(st) => file_type(st.kind),
+                Err(e) => return reply.error(errno(&e)),
+            };
+            if reply.add(fuse_ino(child), next, kind, OsStr::from_bytes(&name)) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let entries = match self.listing(image_ino(ino), offset) {
+            Ok(e) => e,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        for (next, child, name) in entries {
+            let attr = match self.fs.stat(child) {
+                Ok(st) => self.attr(&st),
+                Err(e) => return reply.error(errno(&e)),
+            };
+            if reply.add(
+                fuse_ino(child),
+                next,
+                OsStr::from_bytes(&name),
+                &TTL,
+                &attr,
+                Generation(0),
+            ) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let bsize = self.options.block_size;
+        let meta = self.fs.metadata();
+        let blocks = meta.total_fs_size.div_ceil(u64::from(bsize));
+        reply.statfs(blocks, 0, 0, meta.inodes.len() as u64, 0, bsize, 255, bsize);
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let ino = image_ino(ino);
+        if !self.xattr_names(ino).iter().any(|n| OsStr::new(n) == name) {
+            return reply.error(Errno::ENODATA);
+        }
+        let value = if name == XATTR_PID {
+            Ok(std::process::id().to_string())
+        } else {
+            self.inode_info(ino)
+        };
+        match value {
+            Ok(v) => reply_xattr(reply, size, v.as_bytes()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let mut list = Vec::new();
+        for n in self.xattr_names(image_ino(ino)) {
+            list.extend_from_slice(n.as_bytes());
+            list.push(0);
+        }
+        reply_xattr(reply, size, &list);
+    }
+}
+
+/// Decompresses the blocks holding the next `len` bytes of `ino` from `from`.
+fn prefetch(fs: &Filesystem, ino: u32, from: u64, len: u64) {
+    let Ok(extents) = fs.extents(ino) else {
+        return;
+    };
+    let mut pos = 0u64;
+    for e in extents {
+        let end = pos + e.len();
+        if end > from && pos < from + len {
+            if let hoard_reader::Extent::Data { block, .. } = e {
+                let _ = fs.block(block);
+            }
+        }
+        if pos >= from + len {
+            break;
+        }
+        pos = end;
+    }
+}

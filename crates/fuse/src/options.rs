@@ -1,0 +1,243 @@
+//! Mount options, as given with `-o a,b=c`: DwarFS's driver options plus the
+//! generic ones `mount(8)` passes for `/etc/fstab` entries. Unknown options
+//! are errors.
+
+use hoard_reader::ImageOffset;
+
+/// What to do about locking the driver's memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mlock {
+    /// Do not lock.
+    #[default]
+    None,
+    /// Try to lock; warn if it fails.
+    Try,
+    /// Lock or refuse to mount.
+    Must,
+}
+
+/// Parsed mount options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MountOptions {
+    /// Bytes of decompressed blocks to cache.
+    pub cache_size: usize,
+    /// Threads serving FUSE requests.
+    pub workers: usize,
+    /// Bytes to decompress ahead of a sequential reader.
+    pub readahead: u64,
+    /// `st_blksize` reported for files.
+    pub block_size: u32,
+    /// Where the image starts in its file.
+    pub offset: ImageOffset,
+    /// Owner reported for every entry, instead of the stored one.
+    pub uid: Option<u32>,
+    /// Group reported for every entry.
+    pub gid: Option<u32>,
+    /// Let other users access the mount.
+    pub allow_other: bool,
+    /// Let root access the mount.
+    pub allow_root: bool,
+    /// Let the kernel check permissions.
+    pub default_permissions: bool,
+    /// Look names up ignoring ASCII case.
+    pub case_insensitive: bool,
+    /// Lock the driver's memory.
+    pub mlock: Mlock,
+    /// Decompress every block into the cache at mount time.
+    pub preload_all: bool,
+    /// Log level: 0 error … 4 trace.
+    pub debug_level: u8,
+    /// Generic options passed on to the kernel (`dev`, `nosuid`, …).
+    pub kernel: Vec<String>,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            cache_size: 512 << 20,
+            workers: 2,
+            readahead: 0,
+            block_size: 512 << 10,
+            offset: ImageOffset::Auto,
+            uid: None,
+            gid: None,
+            allow_other: false,
+            allow_root: false,
+            default_permissions: false,
+            case_insensitive: false,
+            mlock: Mlock::None,
+            preload_all: false,
+            debug_level: 1,
+            kernel: Vec::new(),
+        }
+    }
+}
+
+/// Generic mount options accepted and passed to the kernel as they are.
+const KERNEL_OPTIONS: &[&str] = &[
+    "dev",
+    "nodev",
+    "suid",
+    "nosuid",
+    "exec",
+    "noexec",
+    "atime",
+    "noatime",
+    "relatime",
+    "diratime",
+    "nodiratime",
+    "sync",
+    "async",
+    "dirsync",
+];
+
+/// Options `mount(8)` may pass that mean nothing to a FUSE driver.
+const IGNORED_OPTIONS: &[&str] = &[
+    "ro", "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail",
+];
+
+/// Parses a byte count with an optional k/m/g/t suffix (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, c)) if "kmgt".contains(c) => {
+            (&t[..i], 10 * (1 + "kmgt".find(c).unwrap_or(0) as u32))
+        }
+        _ => (t.as_str(), 0),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+impl MountOptions {
+    /// Parses a comma-separated option list (several `-o` lists may be
+    /// joined with commas).
+    pub fn parse(list: &str) -> Result<Self, String> {
+        let mut o = MountOptions::default();
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            o.apply(item)?;
+        }
+        Ok(o)
+    }
+
+    fn apply(&mut self, item: &str) -> Result<(), String> {
+        let (key, value) = match item.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (item, None),
+        };
+        let need = || value.ok_or_else(|| format!("mount option '{key}' needs a value"));
+        let number = || -> Result<u64, String> {
+            let v = need()?;
+            v.parse()
+                .map_err(|_| format!("mount option '{key}': invalid number '{v}'"))
+        };
+        let flag = |v: Option<&str>| match v {
+            None => Ok(true),
+            Some(v) => Err(format!("mount option '{key}' takes no value (got '{v}')")),
+        };
+        match key {
+            "cachesize" => {
+                self.cache_size =
+                    usize::try_from(parse_size(need()?)?).map_err(|e| e.to_string())?
+            }
+            "workers" => {
+                self.workers = number()?.clamp(1, 256) as usize;
+            }
+            "readahead" => self.readahead = parse_size(need()?)?,
+            "blocksize" => {
+                let b = parse_size(need()?)?;
+                self.block_size = u32::try_from(b)
+                    .ok()
+                    .filter(|b| b.is_power_of_two())
+                    .ok_or_else(|| {
+                        format!("mount option 'blocksize': {b} is not a power of two up to 2 GiB")
+                    })?;
+            }
+            "offset" => self.offset = need()?.parse()?,
+            "uid" => {
+                self.uid = Some(
+                    number()?
+                        .try_into()
+                        .map_err(|_| "uid out of range".to_string())?,
+                )
+            }
+            "gid" => {
+                self.gid = Some(
+                    number()?
+                        .try_into()
+                        .map_err(|_| "gid out of range".to_string())?,
+                )
+            }
+            "allow_other" => self.allow_other = flag(value)?,
+            "allow_root" => self.allow_root = flag(value)?,
+            "default_permissions" => self.default_permissions = flag(value)?,
+            "case_insensitive" => self.case_insensitive = flag(value)?,
+            "preload_all" => self.preload_all = flag(value)?,
+            "mlock" => {
+                self.mlock = match need()? {
+                    "none" => Mlock::None,
+                    "try" => Mlock::Try,
+                    "must" => Mlock::Must,
+                    v => {
+                        return Err(format!(
+                            "mount option 'mlock': expected none, try or must, got '{v}'"
+                        ))
+                    }
+                }
+            }
+            "debuglevel" => {
+                self.debug_level = match need()? {
+                    "error" => 0,
+                    "warn" => 1,
+                    "info" => 2,
+                    "verbose" | "debug" => 3,
+                    "trace" => 4,
+                    v => return Err(format!("mount option 'debuglevel': unknown level '{v}'")),
+                }
+            }
+            "rw" => return Err("the file system is read-only: option 'rw' is not possible".into()),
+            k if KERNEL_OPTIONS.contains(&k) && value.is_none() => self.kernel.push(k.to_string()),
+            k if IGNORED_OPTIONS.contains(&k) && value.is_none() => {}
+            _ => return Err(format!("unknown mount option '{item}'")),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_dwarfs_options() {
+        let o = MountOptions::parse(
+            "cachesize=1g,workers=4,offset=auto,uid=7,allow_other,mlock=try,ro,nodev",
+        )
+        .unwrap();
+        assert_eq!(o.cache_size, 1 << 30);
+        assert_eq!(o.workers, 4);
+        assert_eq!(o.offset, ImageOffset::Auto);
+        assert_eq!(o.uid, Some(7));
+        assert!(o.allow_other);
+        assert_eq!(o.mlock, Mlock::Try);
+        assert_eq!(o.kernel, vec!["nodev".to_string()]);
+        assert_eq!(
+            MountOptions::parse("offset=4096").unwrap().offset,
+            ImageOffset::At(4096)
+        );
+    }
+
+    #[test]
+    fn refuses_unknown_and_malformed_options() {
+        assert!(MountOptions::parse("frobnicate")
+            .unwrap_err()
+            .contains("frobnicate"));
+        assert!(MountOptions::parse("cachesize").is_err());
+        assert!(MountOptions::parse("cachesize=lots").is_err());
+        assert!(MountOptions::parse("allow_other=1").is_err());
+        assert!(MountOptions::parse("rw").is_err());
+        assert!(MountOptions::parse("mlock=maybe").is_err());
+        assert!(MountOptions::parse("blocksize=1000").is_err());
+    }
+}

@@ -1,0 +1,319 @@
+//! The section layer of an open image: where the image starts in its file,
+//! which sections it has, and loading (hash-checked, decompressed) payloads.
+
+use crate::error::{corrupt, Error, Result};
+use crate::source::Source;
+use hoard_format::section::{
+    self, Compression, HeaderLayout, SectionHeader, SectionType, Version, FILE_HEADER_SIZE,
+    V2_HEADER_SIZE,
+};
+use std::borrow::Cow;
+use std::path::Path;
+
+/// Where the image starts in its file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ImageOffset {
+    /// Search for the first section after an arbitrary prefix.
+    #[default]
+    Auto,
+    /// The image starts at this byte offset.
+    At(u64),
+}
+
+impl std::str::FromStr for ImageOffset {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s == "auto" {
+            return Ok(ImageOffset::Auto);
+        }
+        s.parse()
+            .map(ImageOffset::At)
+            .map_err(|_| format!("invalid image offset '{s}': expected a byte count or 'auto'"))
+    }
+}
+
+/// Options for opening an image.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Where the image starts in the file.
+    pub offset: ImageOffset,
+    /// Read with `pread` instead of mapping the file.
+    pub no_mmap: bool,
+}
+
+/// One section of the image.
+#[derive(Debug, Clone)]
+pub struct Section {
+    /// Its decoded header.
+    pub header: SectionHeader,
+    /// Absolute file offset of its header.
+    pub offset: u64,
+}
+
+impl Section {
+    /// Absolute file offset of its payload.
+    pub fn payload_offset(&self) -> u64 {
+        self.offset + self.header.size() as u64
+    }
+
+    /// Absolute file offset just past its payload.
+    pub fn end(&self) -> u64 {
+        self.payload_offset() + self.header.length
+    }
+}
+
+/// An opened image: its file, version and sections.
+#[derive(Debug)]
+pub struct Image {
+    source: Source,
+    offset: u64,
+    version: Version,
+    sections: Vec<Section>,
+    used_index: bool,
+    index_problem: Option<String>,
+}
+
+impl Image {
+    /// Opens the image in `path` and lists its sections.
+    pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
+        let source = Source::open(path, !options.no_mmap)?;
+        Self::from_source(source, options.offset)
+    }
+
+    /// Lists the sections of an image held by `source`.
+    pub fn from_source(source: Source, offset: ImageOffset) -> Result<Self> {
+        let offset = match offset {
+            ImageOffset::At(o) => o,
+            ImageOffset::Auto => section::find_image_offset(source.len(), &mut |off, len| {
+                source
+                    .read_upto(off, len as u64)
+                    .map(Cow::into_owned)
+                    .unwrap_or_default()
+            })
+            .ok_or_else(|| corrupt!("no DwarFS image found in file"))?,
+        };
+        if offset >= source.len() {
+            return Err(corrupt!(
+                "image offset {offset} is past the end of the file ({} bytes)",
+                source.len()
+            ));
+        }
+        let version = section::parse_version(&source.read_upto(offset, FILE_HEADER_SIZE as u64)?)?;
+        let mut image = Image {
+            source,
+            offset,
+            version,
+            sections: Vec::new(),
+            used_index: false,
+            index_problem: None,
+        };
+        if version.minor >= 4 {
+            match image.sections_from_index() {
+                Ok(Some(sections)) => {
+                    image.sections = sections;
+                    image.used_index = true;
+                    return Ok(image);
+                }
+                Ok(None) => {}
+                Err(e) => image.index_problem = Some(e.to_string()),
+            }
+        }
+        image.sections = image.scan_sections()?;
+        Ok(image)
+    }
+
+    /// Walks the section headers from the start of the image.
+    fn scan_sections(&self) -> Result<Vec<Section>> {
+        let mut pos = self.offset;
+        if self.version.layout() == HeaderLayout::V1 {
+            pos += FILE_HEADER_SIZE as u64;
+        }
+        let mut sections = Vec::new();
+        while pos < self.source.len() {
+            let section = self.section_at(pos)?;
+            if let Some(n) = section.header.number {
+                if n as usize != sections.len() {
+                    return Err(corrupt!(
+                        "section at offset {pos} has number {n}, expected {}",
+                        sections.len()
+                    ));
+                }
+            }
+            pos = section.end();
+            sections.push(section);
+        }
+        Ok(sections)
+    }
+
+    /// Reads and checks the header of the section at `pos`.
+    fn section_at(&self, pos: u64) -> Result<Section> {
+        let size = match self.version.layout() {
+            HeaderLayout::V1 => section::V1_HEADER_SIZE,
+            HeaderLayout::V2 => V2_HEADER_SIZE,
+        } as u64;
+        let raw = self
+            .source
+            .read(pos, size)
+            .map_err(|_| corrupt!("truncated section header at offset {pos}"))?;
+        let header = section::parse_header(&raw, self.version)?;
+        if header.version != self.version {
+            return Err(corrupt!(
+                "section at offset {pos} has version {}, image has {}",
+                header.version,
+                self.version
+            ));
+        }
+        let section = Section {
+            header,
+            offset: pos,
+        };
+        let end = section.payload_offset().checked_add(section.header.length);
+        if end.is_none_or(|e| e > self.source.len()) {
+            return Err(corrupt!(
+                "{} section at offset {pos} with length {} extends past the end of the image",
+                section.header.kind.name(),
+                section.header.length
+            ));
+        }
+        Ok(section)
+    }
+
+    /// Uses the section index, if the image ends with a valid one.
+    fn sections_from_index(&self) -> Result<Option<Vec<Section>>> {
+        let Some(tail_pos) = self
+            .source
+            .len()
+            .checked_sub(8)
+            .filter(|&p| p >= self.offset)
+        else {
+            return Ok(None);
+        };
+        let Some(index_rel) = section::index_offset_hint(&self.source.read(tail_pos, 8)?) else {
+            return Ok(None);
+        };
+        let index_pos = self
+            .offset
+            .checked_add(index_rel)
+            .filter(|&p| p < self.source.len())
+            .ok_or_else(|| corrupt!("section index offset {index_rel} is out of range"))?;
+        let index = self.section_at(index_pos)?;
+        if index.header.kind != SectionType::SECTION_INDEX {
+            return Err(corrupt!(
+                "section index entry does not point at the section index"
+            ));
+        }
+        if index.header.compression != Compression::NONE {
+            return Err(corrupt!("section index is compressed"));
+        }
+        if index.end() != self.source.len() {
+            return Err(corrupt!("section index is not the last section"));
+        }
+        let payload = self.verified_payload(&index)?;
+        let entries = section::parse_section_index(&payload)?;
+        if entries.last().map(|e| e.offset) != Some(index_rel) {
+            return Err(corrupt!("section index does not end with itself"));
+        }
+        let mut sections = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let section = self.section_at(self.offset + entry.offset)?;
+            let next = entries
+                .get(i + 1)
+                .map_or(self.source.len(), |n| self.offset + n.offset);
+            if section.header.kind != entry.kind
+                || section.end() != next
+                || section.header.number != Some(i as u32)
+            {
+                return Err(corrupt!(
+                    "section index entry {i} does not match the section at offset {}",
+                    section.offset
+                ));
+            }
+            sections.push(section);
+        }
+        Ok(Some(sections))
+    }
+
+    /// The format version.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Byte offset of the image in its file (the size of any prefix).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Size of the file holding the image.
+    pub fn file_size(&self) -> u64 {
+        self.source.len()
+    }
+
+    /// All sections, in file order.
+    pub fn sections(&self) -> &[Section] {
+        &self.sections
+    }
+
+    /// Whether the sections were found through the section index.
+    pub fn used_index(&self) -> bool {
+        self.used_index
+    }
+
+    /// Why a section index present in the image was not used, if it was not.
+    pub fn index_problem(&self) -> Option<&str> {
+        self.index_problem.as_deref()
+    }
+
+    /// The raw payload of a section, without any check.
+    pub fn raw_payload(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
+        self.source
+            .read(section.payload_offset(), section.header.length)
+    }
+
+    /// The raw header bytes of a section.
+    fn raw_header(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
+        self.source
+            .read(section.offset, section.header.size() as u64)
+    }
+
+    /// The payload of a section after checking its XXH3-64 hash.
+    pub fn verified_payload(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
+        let payload = self.raw_payload(section)?;
+        section::verify_xxh3(&section.header, &self.raw_header(section)?, &payload)?;
+        Ok(payload)
+    }
+
+    /// Checks the SHA-512/256 hash of a section (v2.2+; older sections pass).
+    pub fn verify_sha(&self, section: &Section) -> Result<()> {
+        let payload = self.raw_payload(section)?;
+        section::verify_sha512_256(&section.header, &self.raw_header(section)?, &payload)?;
+        Ok(())
+    }
+
+    /// The decompressed payload of a section, hash-checked, refusing more
+    /// than `max_size` bytes of output.
+    pub fn load(&self, section: &Section, max_size: usize) -> Result<Vec<u8>> {
+        let payload = self.verified_payload(section)?;
+        hoard_codec::decompress(section.header.compression, &payload, max_size).map_err(|e| {
+            corrupt!(
+                "{} section {} at offset {}: {e}",
+                section.header.kind.name(),
+                section
+                    .header
+                    .number
+                    .map_or(String::new(), |n| n.to_string()),
+                section.offset
+            )
+        })
+    }
+
+    /// The first section of a kind.
+    pub fn find(&self, kind: SectionType) -> Option<&Section> {
+        self.sections.iter().find(|s| s.header.kind == kind)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e.to_string())
+    }
+}

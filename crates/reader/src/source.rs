@@ -1,0 +1,90 @@
+//! Where image bytes come from: a memory map of the file, `pread` when the
+//! file cannot be mapped, or bytes already in memory.
+
+use crate::error::{corrupt, Error, Result};
+use std::borrow::Cow;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// Read-only random access to the bytes of an image file.
+#[derive(Debug)]
+pub enum Source {
+    /// The whole file, mapped.
+    Mapped(memmap2::Mmap),
+    /// The open file, read with `pread`.
+    File {
+        /// The file.
+        file: File,
+        /// Its length when opened.
+        len: u64,
+    },
+    /// An image held in memory.
+    Bytes(Vec<u8>),
+}
+
+impl Source {
+    /// Opens `path`, mapping it unless `use_mmap` is false or mapping fails.
+    pub fn open(path: &Path, use_mmap: bool) -> Result<Self> {
+        let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+        let file = File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if meta.is_dir() {
+            return Err(Error::Io(format!("{}: is a directory", path.display())));
+        }
+        if use_mmap && meta.len() > 0 {
+            // SAFETY: the image is opened read-only; like every mmap-based
+            // reader we rely on the file not being truncated while in use.
+            if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
+                return Ok(Source::Mapped(map));
+            }
+        }
+        Ok(Source::File {
+            file,
+            len: meta.len(),
+        })
+    }
+
+    /// Length of the file in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Source::Mapped(m) => m.len() as u64,
+            Source::File { len, .. } => *len,
+            Source::Bytes(b) => b.len() as u64,
+        }
+    }
+
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Returns `len` bytes at `offset`, or an error if they lie past the end.
+    pub fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.len())
+            .ok_or_else(|| {
+                corrupt!(
+                    "read of {len} bytes at offset {offset} is past the end of the image ({} bytes)",
+                    self.len()
+                )
+            })?;
+        match self {
+            Source::Mapped(m) => Ok(Cow::Borrowed(&m[offset as usize..end as usize])),
+            Source::Bytes(b) => Ok(Cow::Borrowed(&b[offset as usize..end as usize])),
+            Source::File { file, .. } => {
+                let mut buf = vec![0u8; len as usize];
+                file.read_exact_at(&mut buf, offset)
+                    .map_err(|e| Error::Io(format!("read at offset {offset}: {e}")))?;
+                Ok(Cow::Owned(buf))
+            }
+        }
+    }
+
+    /// Returns up to `len` bytes at `offset`, fewer at the end of the file.
+    pub fn read_upto(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        let avail = self.len().saturating_sub(offset);
+        self.read(offset.min(self.len()), len.min(avail))
+    }
+}
