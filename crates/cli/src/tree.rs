@@ -63,6 +63,9 @@ pub fn walk(fs: &Filesystem, start: u32, start_path: &[u8]) -> Result<Vec<Node>>
             );
         }
         let entries = fs.readdir(ino)?;
+        for e in &entries {
+            check_name(&e.name, &path)?;
+        }
         for pair in entries.windows(2) {
             if pair[0].name >= pair[1].name {
                 bail!(
@@ -73,7 +76,6 @@ pub fn walk(fs: &Filesystem, start: u32, start_path: &[u8]) -> Result<Vec<Node>>
             }
         }
         for e in entries.iter().rev() {
-            check_name(&e.name, &path)?;
             stack.push((join(&path, &e.name), e.ino));
         }
     }
