@@ -6,7 +6,6 @@
 mod args;
 mod cmd;
 mod compat;
-mod tree;
 
 use std::process::ExitCode;
 

@@ -15,16 +15,20 @@
 //! * [`fs`] — the file system: lookup, readdir, stat, readlink, read.
 //! * [`cache`] — the block cache shared by all readers.
 //! * [`inode`] — inode numbering and attributes.
+//! * [`walk`] — a safe walk of the whole tree.
+//! * [`check`] — verification of a whole image.
 //!
 //! Every offset, length and index taken from an image is checked before use:
 //! a malformed image gives an [`Error`], never a panic.
 
 pub mod cache;
+pub mod check;
 mod error;
 pub mod fs;
 pub mod image;
 pub mod inode;
 pub mod source;
+pub mod walk;
 
 pub use error::{Error, Result};
 pub use fs::{ContentPiece, DirEntry, Extent, Filesystem, FsOptions};

@@ -12,9 +12,9 @@
 //! existing non-directory where a directory belongs is an error.
 
 use crate::args::ExtractArgs;
-use crate::tree::{self, Node};
 use anyhow::{anyhow, bail, Context, Result};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use hoard_reader::walk::{self, Node};
 use hoard_reader::{ContentPiece, FileKind, Filesystem, Stat};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -31,7 +31,7 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
     let fs = super::open(&args.image)?;
     let patterns: Vec<&String> = args.patterns.iter().chain(&args.more_patterns).collect();
     let filter = build_filter(&patterns)?;
-    let nodes = select(tree::walk(&fs, fs.root(), b"")?, filter.as_ref());
+    let nodes = select(walk::walk(&fs, fs.root(), b"")?, filter.as_ref());
     let extractor = Extractor {
         fs: &fs,
         root: args.output.clone(),

@@ -1,8 +1,8 @@
 //! `hoard ls`: list entries, optionally long and recursive.
 
 use crate::args::LsArgs;
-use crate::tree::{self, Node};
 use anyhow::Result;
+use hoard_reader::walk::{self, Node};
 use hoard_reader::{FileKind, Filesystem, Stat};
 use std::io::Write;
 
@@ -13,15 +13,15 @@ pub fn run(args: &LsArgs) -> Result<u8> {
     let ino = fs.lookup_path(path)?;
     let base = path.trim_matches('/').as_bytes().to_vec();
     let nodes: Vec<Node> = if args.recursive {
-        tree::walk(&fs, ino, &base)?.into_iter().skip(1).collect()
+        walk::walk(&fs, ino, &base)?.into_iter().skip(1).collect()
     } else if fs.stat(ino)?.kind == FileKind::Directory {
         fs.readdir(ino)?
             .into_iter()
             .map(|e| {
-                tree::check_name(&e.name, &base)?;
+                walk::check_name(&e.name, &base)?;
                 Ok(Node {
                     path: if args.path.is_some() {
-                        tree::join(&base, &e.name)
+                        walk::join(&base, &e.name)
                     } else {
                         e.name
                     },

@@ -2,8 +2,8 @@
 //! every directory is entered once, so a hostile image can neither name a
 //! path outside the tree nor make the walk loop.
 
-use anyhow::{bail, Result};
-use hoard_reader::{FileKind, Filesystem};
+use crate::error::{corrupt, Result};
+use crate::{FileKind, Filesystem};
 use std::collections::HashSet;
 
 /// One entry found by [`walk`].
@@ -21,11 +21,11 @@ pub struct Node {
 pub fn check_name(name: &[u8], dir: &[u8]) -> Result<()> {
     if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
     {
-        bail!(
+        return Err(corrupt!(
             "directory '{}' has an entry named '{}', which is not a valid file name",
             String::from_utf8_lossy(dir),
             String::from_utf8_lossy(name).escape_debug()
-        );
+        ));
     }
     Ok(())
 }
@@ -57,10 +57,10 @@ pub fn walk(fs: &Filesystem, start: u32, start_path: &[u8]) -> Result<Vec<Node>>
             continue;
         }
         if !seen_dirs.insert(ino) {
-            bail!(
+            return Err(corrupt!(
                 "directory inode {ino} appears more than once in the tree (at '{}')",
                 String::from_utf8_lossy(&path)
-            );
+            ));
         }
         let entries = fs.readdir(ino)?;
         for e in &entries {
@@ -68,11 +68,11 @@ pub fn walk(fs: &Filesystem, start: u32, start_path: &[u8]) -> Result<Vec<Node>>
         }
         for pair in entries.windows(2) {
             if pair[0].name >= pair[1].name {
-                bail!(
+                return Err(corrupt!(
                     "directory '{}' is not sorted or has duplicate entries ('{}')",
                     String::from_utf8_lossy(&path),
                     String::from_utf8_lossy(&pair[1].name)
-                );
+                ));
             }
         }
         for e in entries.iter().rev() {

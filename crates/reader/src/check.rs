@@ -1,0 +1,130 @@
+//! Verifying an image: what `hoard check` reports.
+//!
+//! Every section's XXH3-64 and SHA-512/256 hashes are checked, then the
+//! metadata: a sound directory tree (valid, sorted, unique names; each
+//! directory entered once with the right parent), every inode reachable,
+//! every chunk inside its block. A full check also decompresses every block
+//! and reads every file. Problems are collected as one-line messages.
+
+use crate::walk;
+use crate::{FileKind, Filesystem, Image};
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+/// What a check found.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct Report {
+    /// Number of sections.
+    pub sections: usize,
+    /// Number of blocks.
+    pub blocks: usize,
+    /// Number of inodes.
+    pub inodes: usize,
+    /// One line per problem; empty when the image is sound.
+    pub problems: Vec<String>,
+}
+
+/// Checks the sections of an image whose metadata may not load.
+pub fn check_sections(image: &Image, report: &mut Report) {
+    report.sections = image.sections().len();
+    if let Some(p) = image.index_problem() {
+        report.problems.push(format!("section index: {p}"));
+    }
+    let problems: Vec<String> = image
+        .sections()
+        .par_iter()
+        .filter_map(|s| {
+            image
+                .verified_payload(s)
+                .and_then(|_| image.verify_sha(s))
+                .err()
+                .map(|e| e.to_string())
+        })
+        .collect();
+    report.problems.extend(problems);
+}
+
+/// Checks an opened file system; `full` also reads all data.
+pub fn check_filesystem(fs: &Filesystem, full: bool) -> Report {
+    let mut report = Report::default();
+    check_sections(fs.image(), &mut report);
+    check_metadata(fs, &mut report);
+    if full && report.problems.is_empty() {
+        check_data(fs, &mut report);
+    }
+    report.blocks = fs.blocks().len();
+    report.inodes = fs.metadata().inodes.len();
+    report
+}
+
+fn check_metadata(fs: &Filesystem, report: &mut Report) {
+    let nodes = match walk::walk(fs, fs.root(), b"") {
+        Ok(n) => n,
+        Err(e) => {
+            report.problems.push(e.to_string());
+            return;
+        }
+    };
+    let mut reached = vec![false; fs.metadata().inodes.len()];
+    let dir_paths: HashMap<u32, &[u8]> = nodes
+        .iter()
+        .filter(|n| n.kind == FileKind::Directory)
+        .map(|n| (n.ino, n.path.as_slice()))
+        .collect();
+    for n in &nodes {
+        reached[n.ino as usize] = true;
+        if n.kind == FileKind::Directory && n.ino != fs.root() {
+            match fs.parent(n.ino) {
+                Ok(parent) if dir_paths.get(&parent) == Some(&parent_path(&n.path)) => {}
+                Ok(parent) => report.problems.push(format!(
+                    "directory '{}' has the wrong parent (inode {parent})",
+                    String::from_utf8_lossy(&n.path)
+                )),
+                Err(e) => report.problems.push(e.to_string()),
+            }
+        }
+        if let Err(e) = fs.stat(n.ino) {
+            report
+                .problems
+                .push(format!("'{}': {e}", String::from_utf8_lossy(&n.path)));
+        }
+    }
+    if let Some(ino) = reached.iter().position(|r| !r) {
+        report
+            .problems
+            .push(format!("inode {ino} is not reachable from the root"));
+    }
+    for i in 0..fs.metadata().chunks.len() {
+        if let Err(e) = fs.extent(i) {
+            report.problems.push(e.to_string());
+        }
+    }
+}
+
+fn parent_path(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => &path[..i],
+        None => b"",
+    }
+}
+
+/// Decompresses every block and reads every regular file completely.
+fn check_data(fs: &Filesystem, report: &mut Report) {
+    let problems: Vec<String> = (0..fs.blocks().len() as u32)
+        .into_par_iter()
+        .filter_map(|b| fs.block(b).err().map(|e| e.to_string()))
+        .collect();
+    report.problems.extend(problems);
+    let files = match fs.files_in_data_order() {
+        Ok(f) => f,
+        Err(e) => {
+            report.problems.push(e.to_string());
+            return;
+        }
+    };
+    let problems: Vec<String> = files
+        .par_iter()
+        .filter_map(|&ino| fs.read_all(ino, |_| Ok(())).err().map(|e| e.to_string()))
+        .collect();
+    report.problems.extend(problems);
+}
