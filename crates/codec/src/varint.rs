@@ -1,38 +1,68 @@
-//! The LEB128 varints DwarFS puts in front of some payloads.
+//! The LEB128 varints DwarFS puts in front of brotli, FLAC and RICEPP payloads.
 
-/// Decodes a varint from the front of `bytes`, advancing it.
-pub fn decode(bytes: &mut &[u8]) -> Option<u64> {
-    let mut v = 0u64;
-    for (i, &b) in bytes.iter().enumerate().take(10) {
-        v |= u64::from(b & 0x7f).checked_shl(7 * i as u32)?;
+use crate::{corrupt, CodecError};
+
+/// Longest encoding of a `u64`.
+const MAX_LEN: usize = 10;
+
+/// Decodes a varint from the front of `bytes`; returns the value and the
+/// number of bytes it took. `None` if it is truncated, too long, or
+/// overflows 64 bits.
+pub fn decode(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(MAX_LEN) {
+        let bits = u64::from(b & 0x7f);
+        if i == MAX_LEN - 1 && bits > 1 {
+            return None;
+        }
+        value |= bits << (7 * i);
         if b & 0x80 == 0 {
-            *bytes = &bytes[i + 1..];
-            return Some(v);
+            return Some((value, i + 1));
         }
     }
     None
 }
 
-/// Appends the varint encoding of `v` to `out`.
-pub fn encode(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
+/// The declared size at the start of a payload, and the rest of it.
+pub fn size_prefix<'a>(
+    algo: &'static str,
+    payload: &'a [u8],
+) -> Result<(u64, &'a [u8]), CodecError> {
+    let (size, used) = decode(payload).ok_or_else(|| corrupt(algo, "bad size prefix"))?;
+    Ok((size, &payload[used..]))
+}
+
+/// Appends the varint encoding of `value` to `out`.
+pub fn encode(mut value: u64, out: &mut Vec<u8>) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
     }
-    out.push(v as u8);
+    out.push(value as u8);
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn round_trips() {
         for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
             let mut buf = Vec::new();
-            super::encode(v, &mut buf);
-            let mut s = &buf[..];
-            assert_eq!(super::decode(&mut s), Some(v));
-            assert!(s.is_empty());
+            encode(v, &mut buf);
+            assert_eq!(decode(&buf), Some((v, buf.len())));
         }
-        assert_eq!(super::decode(&mut &[0x80u8][..]), None);
+    }
+
+    #[test]
+    fn refuses_malformed() {
+        assert_eq!(decode(&[]), None);
+        assert_eq!(decode(&[0x80]), None);
+        assert_eq!(decode(&[0xff; 11]), None);
+        // Ten bytes whose last one carries bits beyond 64.
+        let mut too_big = vec![0xff; 9];
+        too_big.push(0x02);
+        assert_eq!(decode(&too_big), None);
+        assert_eq!(decode(&[0x96, 0x01, 0xff]), Some((150, 2)));
     }
 }

@@ -7,7 +7,7 @@
 //! and reads every file. Problems are collected as one-line messages.
 
 use crate::walk;
-use crate::{FileKind, Filesystem, Image};
+use crate::{FileKind, Filesystem, Image, Result};
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -42,6 +42,26 @@ pub fn check_sections(image: &Image, report: &mut Report) {
         })
         .collect();
     report.problems.extend(problems);
+}
+
+/// Checks the image that `open` opens, as `hoard check` does: everything
+/// when its metadata loads; otherwise its sections, or, when those are
+/// sound, the error that kept the metadata from loading (`open` is then
+/// called a second time). `full` also reads all data.
+pub fn check_image(open: impl Fn() -> Result<Image>, cache_size: usize, full: bool) -> Report {
+    let error = match open().and_then(|image| Filesystem::from_image(image, cache_size)) {
+        Ok(fs) => return check_filesystem(&fs, full),
+        Err(e) => e,
+    };
+    // The sections are checked too, since their damage is usually the cause.
+    let mut report = Report::default();
+    if let Ok(image) = open() {
+        check_sections(&image, &mut report);
+    }
+    if report.problems.is_empty() {
+        report.problems.push(error.to_string());
+    }
+    report
 }
 
 /// Checks an opened file system; `full` also reads all data.

@@ -25,6 +25,8 @@ pub mod cache;
 pub mod check;
 mod error;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod image;
 pub mod inode;
 pub mod source;

@@ -44,25 +44,15 @@ struct Report {
 }
 
 fn check(args: &CheckArgs) -> Report {
-    let found = match super::open_plain(&args.image) {
-        Ok(fs) => check::check_filesystem(&fs, args.full),
-        Err(e) => {
-            // The metadata did not load; still report section damage, which
-            // is usually the cause.
-            let mut found = check::Report::default();
-            let options = hoard_reader::OpenOptions {
-                offset: args.image.offset,
-                no_mmap: false,
-            };
-            if let Ok(image) = Image::open(&args.image.image, &options) {
-                check::check_sections(&image, &mut found);
-            }
-            if found.problems.is_empty() {
-                found.problems.push(e.to_string());
-            }
-            found
-        }
+    let options = hoard_reader::OpenOptions {
+        offset: args.image.offset,
+        no_mmap: false,
     };
+    let found = check::check_image(
+        || Image::open(&args.image.image, &options),
+        args.image.cache_size,
+        args.full,
+    );
     Report {
         image: args.image.image.display().to_string(),
         ok: found.problems.is_empty(),

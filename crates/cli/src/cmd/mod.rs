@@ -35,11 +35,6 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
 
 /// Opens the image named by `args`.
 pub fn open(args: &ImageArgs) -> Result<Filesystem> {
-    open_plain(args).with_context(|| args.image.display().to_string())
-}
-
-/// Opens the image named by `args`, with the reader's own error.
-pub fn open_plain(args: &ImageArgs) -> hoard_reader::Result<Filesystem> {
     let options = FsOptions {
         open: OpenOptions {
             offset: args.offset,
@@ -47,7 +42,7 @@ pub fn open_plain(args: &ImageArgs) -> hoard_reader::Result<Filesystem> {
         },
         cache_size: args.cache_size,
     };
-    Filesystem::open(&args.image, &options)
+    Filesystem::open(&args.image, &options).with_context(|| args.image.display().to_string())
 }
 
 /// Runs `f` on a thread pool of `workers` threads (default: one per core).

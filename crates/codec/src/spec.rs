@@ -1,0 +1,430 @@
+//! The writer's side: one [`Compressor`] per general-purpose algorithm,
+//! configured from DwarFS-style specs (`algo[:key=value|:flag]...`) with
+//! DwarFS's option names, ranges and defaults.
+
+use crate::{lz4, varint, CodecError};
+use hoard_format::section::Compression;
+use liblzma::stream::{Check, Filters, LzmaOptions, MatchFinder, Mode, Stream};
+use std::fmt::Display;
+use std::io::Write;
+use std::str::FromStr;
+
+/// Compresses blocks with one algorithm and its settings, into payloads
+/// that [`crate::decompress`] (and DwarFS) read.
+///
+/// A payload is produced even when it is not smaller than the input;
+/// like DwarFS, a writer should then store the block uncompressed.
+pub trait Compressor: Send + Sync {
+    /// The algorithm id to write into the section header.
+    fn algo(&self) -> Compression;
+    /// Compresses one block into a section payload.
+    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError>;
+    /// The normalized spec of this compressor, with every option spelled
+    /// out; [`compressor_from_spec`] accepts it back.
+    fn describe(&self) -> String;
+}
+
+/// Largest input LZ4 blocks can hold (`LZ4_MAX_INPUT_SIZE`).
+const LZ4_MAX_INPUT: usize = 0x7e00_0000;
+
+fn failed(algo: &'static str, e: impl ToString) -> CodecError {
+    CodecError::Compress {
+        algo,
+        msg: e.to_string(),
+    }
+}
+
+struct Null;
+
+impl Compressor for Null {
+    fn algo(&self) -> Compression {
+        Compression::NONE
+    }
+    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+        Ok(data.to_vec())
+    }
+    fn describe(&self) -> String {
+        "null".into()
+    }
+}
+
+struct Zstd {
+    level: i32,
+    /// Long-distance matching with a window as large as the block.
+    long: bool,
+}
+
+impl Compressor for Zstd {
+    fn algo(&self) -> Compression {
+        Compression::ZSTD
+    }
+    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+        use ::zstd::zstd_safe::CParameter;
+        let mut c = ::zstd::bulk::Compressor::new(self.level).map_err(|e| failed("zstd", e))?;
+        if self.long {
+            let window_log = usize::BITS - data.len().saturating_sub(1).leading_zeros();
+            c.set_parameter(CParameter::EnableLongDistanceMatching(true))
+                .and_then(|_| c.set_parameter(CParameter::WindowLog(window_log.clamp(10, 31))))
+                .map_err(|e| failed("zstd", e))?;
+        }
+        // One-shot compression records the content size DwarFS needs.
+        c.compress(data).map_err(|e| failed("zstd", e))
+    }
+    fn describe(&self) -> String {
+        let long = if self.long { ":long" } else { "" };
+        format!("zstd:level={}{long}", self.level)
+    }
+}
+
+/// An xz branch/call/jump filter tried in front of LZMA2.
+#[derive(Clone, Copy)]
+enum BinaryFilter {
+    X86,
+    PowerPc,
+    Ia64,
+    Arm,
+    ArmThumb,
+    Sparc,
+}
+
+const BINARY_FILTERS: [(&str, BinaryFilter); 6] = [
+    ("x86", BinaryFilter::X86),
+    ("powerpc", BinaryFilter::PowerPc),
+    ("ia64", BinaryFilter::Ia64),
+    ("arm", BinaryFilter::Arm),
+    ("armthumb", BinaryFilter::ArmThumb),
+    ("sparc", BinaryFilter::Sparc),
+];
+const MODES: [(&str, Mode); 2] = [("fast", Mode::Fast), ("normal", Mode::Normal)];
+const MATCH_FINDERS: [(&str, MatchFinder); 5] = [
+    ("hc3", MatchFinder::HashChain3),
+    ("hc4", MatchFinder::HashChain4),
+    ("bt2", MatchFinder::BinaryTree2),
+    ("bt3", MatchFinder::BinaryTree3),
+    ("bt4", MatchFinder::BinaryTree4),
+];
+
+struct Lzma {
+    level: u32,
+    extreme: bool,
+    dict_size: Option<u32>,
+    binary: Option<usize>,
+    mode: Option<usize>,
+    mf: Option<usize>,
+    nice: Option<u32>,
+    depth: Option<u32>,
+}
+
+impl Lzma {
+    fn options(&self) -> Result<LzmaOptions, CodecError> {
+        let extreme = if self.extreme {
+            liblzma::stream::PRESET_EXTREME
+        } else {
+            0
+        };
+        let mut o = LzmaOptions::new_preset(self.level | extreme).map_err(|e| failed("lzma", e))?;
+        if let Some(bits) = self.dict_size {
+            o.dict_size(1 << bits);
+        }
+        if let Some(i) = self.mode {
+            o.mode(MODES[i].1);
+        }
+        if let Some(i) = self.mf {
+            o.match_finder(MATCH_FINDERS[i].1);
+        }
+        if let Some(n) = self.nice {
+            o.nice_len(n);
+        }
+        if let Some(d) = self.depth {
+            o.depth(d);
+        }
+        Ok(o)
+    }
+
+    fn encode(filters: &Filters, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+        let stream =
+            Stream::new_stream_encoder(filters, Check::Crc64).map_err(|e| failed("lzma", e))?;
+        let mut enc = liblzma::write::XzEncoder::new_stream(Vec::new(), stream);
+        enc.write_all(data).map_err(|e| failed("lzma", e))?;
+        enc.finish().map_err(|e| failed("lzma", e))
+    }
+}
+
+impl Compressor for Lzma {
+    fn algo(&self) -> Compression {
+        Compression::LZMA
+    }
+    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+        let opts = self.options()?;
+        let mut plain = Filters::new();
+        plain.lzma2(&opts);
+        let best = Self::encode(&plain, data)?;
+        let Some(i) = self.binary else {
+            return Ok(best);
+        };
+        // Like DwarFS: also try the binary filter, keep the smaller stream.
+        let mut filters = Filters::new();
+        match BINARY_FILTERS[i].1 {
+            BinaryFilter::X86 => filters.x86(),
+            BinaryFilter::PowerPc => filters.powerpc(),
+            BinaryFilter::Ia64 => filters.ia64(),
+            BinaryFilter::Arm => filters.arm(),
+            BinaryFilter::ArmThumb => filters.arm_thumb(),
+            BinaryFilter::Sparc => filters.sparc(),
+        };
+        filters.lzma2(&opts);
+        let filtered = Self::encode(&filters, data)?;
+        Ok(if filtered.len() < best.len() {
+            filtered
+        } else {
+            best
+        })
+    }
+    fn describe(&self) -> String {
+        let mut s = format!("lzma:level={}", self.level);
+        if self.extreme {
+            s.push_str(":extreme");
+        }
+        if let Some(n) = self.dict_size {
+            s.push_str(&format!(":dict_size={n}"));
+        }
+        if let Some(i) = self.binary {
+            s.push_str(&format!(":binary={}", BINARY_FILTERS[i].0));
+        }
+        if let Some(i) = self.mode {
+            s.push_str(&format!(":mode={}", MODES[i].0));
+        }
+        if let Some(i) = self.mf {
+            s.push_str(&format!(":mf={}", MATCH_FINDERS[i].0));
+        }
+        if let Some(n) = self.nice {
+            s.push_str(&format!(":nice={n}"));
+        }
+        if let Some(n) = self.depth {
+            s.push_str(&format!(":depth={n}"));
+        }
+        s
+    }
+}
+
+struct Lz4;
+
+impl Compressor for Lz4 {
+    fn algo(&self) -> Compression {
+        Compression::LZ4
+    }
+    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+        if data.len() > LZ4_MAX_INPUT {
+            return Err(failed(
+                "lz4",
+                format!("{} bytes is too large for LZ4", data.len()),
+            ));
+        }
+        lz4::with_size_prefix("lz4", data, &lz4_flex::block::compress(data))
+    }
+    fn describe(&self) -> String {
+        "lz4".into()
+    }
+}
+
+struct Lz4Hc {
+    level: i32,
+}
+
+impl Compressor for Lz4Hc {
+    /// DwarFS labels LZ4HC blocks as plain LZ4: the payloads are the same.
+    fn algo(&self) -> Compression {
+        Compression::LZ4
+    }
+    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+        if data.len() > LZ4_MAX_INPUT {
+            return Err(failed(
+                "lz4hc",
+                format!("{} bytes is too large for LZ4", data.len()),
+            ));
+        }
+        if data.is_empty() {
+            // liblz4's HC match finder must not see an empty (dangling) input.
+            return lz4::with_size_prefix("lz4hc", data, &lz4_flex::block::compress(data));
+        }
+        let mode = ::lz4::block::CompressionMode::HIGHCOMPRESSION(self.level);
+        let block =
+            ::lz4::block::compress(data, Some(mode), false).map_err(|e| failed("lz4hc", e))?;
+        lz4::with_size_prefix("lz4hc", data, &block)
+    }
+    fn describe(&self) -> String {
+        format!("lz4hc:level={}", self.level)
+    }
+}
+
+struct Brotli {
+    quality: i32,
+    lgwin: i32,
+}
+
+impl Compressor for Brotli {
+    fn algo(&self) -> Compression {
+        Compression::BROTLI
+    }
+    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+        let params = ::brotli::enc::BrotliEncoderParams {
+            quality: self.quality,
+            lgwin: self.lgwin,
+            // As brotli's one-shot encoder does for windows above 2^24.
+            large_window: self.lgwin > 24,
+            size_hint: data.len(),
+            ..Default::default()
+        };
+        let mut out = Vec::with_capacity(data.len() / 2 + 16);
+        varint::encode(data.len() as u64, &mut out);
+        ::brotli::BrotliCompress(&mut &data[..], &mut out, &params)
+            .map_err(|e| failed("brotli", e))?;
+        Ok(out)
+    }
+    fn describe(&self) -> String {
+        format!("brotli:quality={}:lgwin={}", self.quality, self.lgwin)
+    }
+}
+
+/// The options of a spec, taken one by one; what is left is an error.
+struct Options<'a> {
+    spec: &'a str,
+    opts: Vec<(&'a str, Option<&'a str>)>,
+}
+
+impl<'a> Options<'a> {
+    fn bad(&self, msg: impl Into<String>) -> CodecError {
+        CodecError::BadSpec {
+            spec: self.spec.to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    fn take(&mut self, key: &str) -> Option<Option<&'a str>> {
+        let i = self.opts.iter().position(|(k, _)| *k == key)?;
+        Some(self.opts.remove(i).1)
+    }
+
+    /// A number option within `range`.
+    fn number<T>(
+        &mut self,
+        key: &str,
+        range: std::ops::RangeInclusive<T>,
+    ) -> Result<Option<T>, CodecError>
+    where
+        T: FromStr + PartialOrd + Display,
+    {
+        let Some(value) = self.take(key) else {
+            return Ok(None);
+        };
+        let n: T = value
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| self.bad(format!("option '{key}' needs a number")))?;
+        if !range.contains(&n) {
+            return Err(self.bad(format!(
+                "option '{key}' must be in {}..{}",
+                range.start(),
+                range.end()
+            )));
+        }
+        Ok(Some(n))
+    }
+
+    /// A flag: given alone, or as `=1`/`=0`/`=true`/`=false`.
+    fn flag(&mut self, key: &str) -> Result<bool, CodecError> {
+        match self.take(key) {
+            None => Ok(false),
+            Some(None | Some("1" | "true" | "yes")) => Ok(true),
+            Some(Some("0" | "false" | "no")) => Ok(false),
+            Some(Some(v)) => Err(self.bad(format!("flag '{key}' does not take the value '{v}'"))),
+        }
+    }
+
+    /// One of a list of names; returns its index.
+    fn choice<T>(&mut self, key: &str, names: &[(&str, T)]) -> Result<Option<usize>, CodecError> {
+        let Some(value) = self.take(key) else {
+            return Ok(None);
+        };
+        match names.iter().position(|(n, _)| Some(*n) == value) {
+            Some(i) => Ok(Some(i)),
+            None => {
+                let all: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+                Err(self.bad(format!("option '{key}' must be one of {}", all.join(", "))))
+            }
+        }
+    }
+
+    fn finish(self) -> Result<(), CodecError> {
+        if self.opts.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<&str> = self.opts.iter().map(|(k, _)| *k).collect();
+        Err(self.bad(format!("unknown option(s): {}", keys.join(", "))))
+    }
+}
+
+/// Builds a compressor from a DwarFS-style spec: an algorithm name, then
+/// `:`-separated options, e.g. `null` (or `none`), `zstd:level=19`,
+/// `zstd:level=12:long`, `lzma:level=9:extreme`, `lz4`, `lz4hc:level=9`,
+/// `brotli:quality=11:lgwin=22`.
+///
+/// Options and their defaults follow DwarFS: zstd `level` (-131072..22,
+/// default 22) and `long`; lzma `level` (0..9, default 9), `extreme`,
+/// `dict_size` (12..30, log2), `binary` (x86, powerpc, ia64, arm, armthumb,
+/// sparc), `mode` (fast, normal), `mf` (hc3, hc4, bt2, bt3, bt4), `nice`
+/// (2..273), `depth`; lz4hc `level` (0..12, default 9); brotli `quality`
+/// (0..11, default 11) and `lgwin` (10..30, default 22). `flac` and
+/// `ricepp` are refused: they need the sample layout of each block, which a
+/// spec does not carry.
+pub fn compressor_from_spec(spec: &str) -> Result<Box<dyn Compressor>, CodecError> {
+    let mut parts = spec.split(':');
+    let name = parts.next().unwrap_or_default();
+    let mut o = Options {
+        spec,
+        opts: Vec::new(),
+    };
+    for p in parts {
+        let (k, v) = match p.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (p, None),
+        };
+        if o.opts.iter().any(|(seen, _)| *seen == k) {
+            return Err(o.bad(format!("duplicate option '{k}'")));
+        }
+        o.opts.push((k, v));
+    }
+    let c: Box<dyn Compressor> = match name {
+        "null" | "none" => Box::new(Null),
+        "zstd" => Box::new(Zstd {
+            level: o.number("level", -131_072..=22)?.unwrap_or(22),
+            long: o.flag("long")?,
+        }),
+        "lzma" => Box::new(Lzma {
+            level: o.number("level", 0..=9)?.unwrap_or(9),
+            extreme: o.flag("extreme")?,
+            dict_size: o.number("dict_size", 12..=30)?,
+            binary: o.choice("binary", &BINARY_FILTERS)?,
+            mode: o.choice("mode", &MODES)?,
+            mf: o.choice("mf", &MATCH_FINDERS)?,
+            nice: o.number("nice", 2..=273)?,
+            depth: o.number("depth", 0..=u32::MAX)?,
+        }),
+        "lz4" => Box::new(Lz4),
+        "lz4hc" => Box::new(Lz4Hc {
+            level: o.number("level", 0..=12)?.unwrap_or(9),
+        }),
+        "brotli" => Box::new(Brotli {
+            quality: o.number("quality", 0..=11)?.unwrap_or(11),
+            lgwin: o.number("lgwin", 10..=30)?.unwrap_or(22),
+        }),
+        "flac" | "ricepp" => {
+            return Err(o.bad(format!(
+                "{name} needs the sample layout of each block; it has no spec-only compressor"
+            )))
+        }
+        "" => return Err(o.bad("no algorithm named")),
+        other => return Err(o.bad(format!("unknown algorithm '{other}'"))),
+    };
+    o.finish()?;
+    Ok(c)
+}

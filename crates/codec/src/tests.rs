@@ -1,0 +1,295 @@
+//! Round trips through every compressor, spec parsing, and refusal of
+//! truncated, garbage and oversized payloads.
+
+use crate::{compressor_from_spec, crc::crc32, decompress, uncompressed_size, varint, CodecError};
+use hoard_format::section::Compression;
+
+/// Compressible but not trivial: text-like runs mixed with a counter.
+fn sample_data(len: usize) -> Vec<u8> {
+    let mut x = 0x2545_f491_u32;
+    (0..len)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            if i % 1000 < 600 {
+                b"the quick brown fox jumps over the lazy dog "[i % 44]
+            } else {
+                (x % 16) as u8
+            }
+        })
+        .collect()
+}
+
+const SPECS: &[&str] = &[
+    "null",
+    "none",
+    "zstd:level=3",
+    "zstd:level=-5",
+    "zstd:level=5:long",
+    "lzma:level=1",
+    "lzma:level=2:extreme:dict_size=16",
+    "lzma:level=0:binary=x86:mode=fast:mf=hc4:nice=32:depth=8",
+    "lz4",
+    "lz4hc",
+    "lz4hc:level=12",
+    "brotli:quality=3",
+    "brotli:quality=5:lgwin=26",
+];
+
+#[test]
+fn every_compressor_round_trips() {
+    for len in [0, 1, 100, 300_000] {
+        let data = sample_data(len);
+        for spec in SPECS {
+            let c = compressor_from_spec(spec).unwrap();
+            let payload = c.compress(&data).unwrap();
+            let algo = c.algo();
+            assert_eq!(
+                uncompressed_size(algo, &payload).unwrap(),
+                Some(len as u64),
+                "{spec}"
+            );
+            assert_eq!(
+                decompress(algo, &payload, len).unwrap(),
+                data,
+                "{spec}, {len} bytes"
+            );
+            if len > 0 {
+                assert!(
+                    matches!(
+                        decompress(algo, &payload, len - 1),
+                        Err(CodecError::DeclaredTooLarge { .. })
+                    ),
+                    "{spec}: limit below the size"
+                );
+            }
+            if len == 300_000 && algo != Compression::NONE {
+                assert!(payload.len() < len / 2, "{spec} compresses");
+            }
+        }
+    }
+}
+
+#[test]
+fn specs_have_dwarfs_defaults_and_describe_themselves() {
+    for (spec, described) in [
+        ("null", "null"),
+        ("none", "null"),
+        ("zstd", "zstd:level=22"),
+        ("zstd:long:level=7", "zstd:level=7:long"),
+        ("lzma", "lzma:level=9"),
+        ("lzma:extreme:level=6", "lzma:level=6:extreme"),
+        ("lz4", "lz4"),
+        ("lz4hc", "lz4hc:level=9"),
+        ("brotli", "brotli:quality=11:lgwin=22"),
+        ("brotli:lgwin=30", "brotli:quality=11:lgwin=30"),
+    ] {
+        let c = compressor_from_spec(spec).unwrap();
+        assert_eq!(c.describe(), described);
+        assert_eq!(
+            compressor_from_spec(&c.describe()).unwrap().describe(),
+            described
+        );
+    }
+    for spec in SPECS {
+        let d = compressor_from_spec(spec).unwrap().describe();
+        assert_eq!(compressor_from_spec(&d).unwrap().describe(), d, "{spec}");
+    }
+    // DwarFS marks LZ4HC blocks as LZ4.
+    assert_eq!(
+        compressor_from_spec("lz4hc").unwrap().algo(),
+        Compression::LZ4
+    );
+}
+
+#[test]
+fn bad_specs_are_refused() {
+    for spec in [
+        "",
+        "gzip",
+        "zstd:level=23",
+        "zstd:level=x",
+        "zstd:level",
+        "zstd:foo",
+        "zstd:level=1:level=2",
+        "lzma:level=10",
+        "lzma:binary=mips",
+        "lzma:extreme=maybe",
+        "lzma:dict_size=31",
+        "lz4:level=1",
+        "lz4hc:level=13",
+        "brotli:quality=12",
+        "brotli:lgwin=31",
+        "flac",
+        "flac:level=5",
+        "ricepp",
+    ] {
+        let e = compressor_from_spec(spec)
+            .err()
+            .unwrap_or_else(|| panic!("{spec} accepted"));
+        assert!(matches!(e, CodecError::BadSpec { .. }), "{spec}: {e}");
+    }
+    let e = compressor_from_spec("zstd:level=99").err().unwrap();
+    assert_eq!(
+        e.to_string(),
+        "compression spec 'zstd:level=99': option 'level' must be in -131072..22"
+    );
+}
+
+#[test]
+fn truncated_payloads_are_refused() {
+    let data = sample_data(20_000);
+    for spec in SPECS.iter().filter(|s| !s.starts_with("n")) {
+        let c = compressor_from_spec(spec).unwrap();
+        let payload = c.compress(&data).unwrap();
+        for cut in (0..payload.len()).step_by(37).chain([payload.len() - 1]) {
+            let r = decompress(c.algo(), &payload[..cut], data.len());
+            assert!(
+                r.is_err(),
+                "{spec}: payload cut to {cut} of {} bytes accepted",
+                payload.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn garbage_never_panics() {
+    let mut x = 0x1234_5678_u32;
+    let noise: Vec<u8> = (0..4096)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 24) as u8
+        })
+        .collect();
+    let patterns: Vec<Vec<u8>> = vec![noise.clone(), vec![0; 4096], vec![0xff; 4096], {
+        // Plausible size prefixes in front of noise.
+        let mut v = vec![0x80, 0x20];
+        v.extend_from_slice(&noise);
+        v
+    }];
+    for algo in Compression::ALL
+        .into_iter()
+        .chain([Compression(8), Compression(0xffff)])
+    {
+        for p in &patterns {
+            for len in [0, 1, 3, 4, 5, 9, 17, 64, 300, 4096] {
+                let r = decompress(algo, &p[..len.min(p.len())], 1 << 16);
+                // Some short patterns are valid (an LZ4 block of nothing);
+                // whatever is accepted stays within the limit.
+                if let Ok(out) = r {
+                    assert!(out.len() <= 1 << 16);
+                }
+                let _ = uncompressed_size(algo, &p[..len.min(p.len())]);
+            }
+        }
+    }
+}
+
+#[test]
+fn unknown_algorithms_are_refused() {
+    let e = decompress(Compression(8), b"abc", 10).unwrap_err();
+    assert_eq!(e.to_string(), "unknown compression id 8");
+    assert!(uncompressed_size(Compression(99), b"abc").is_err());
+}
+
+/// An xz stream whose index records one block of `size` bytes.
+fn xz_with_declared_size(size: u64) -> Vec<u8> {
+    let real = compressor_from_spec("lzma:level=0")
+        .unwrap()
+        .compress(b"hello")
+        .unwrap();
+    let footer = &real[real.len() - 12..];
+    let backward = (u32::from_le_bytes(footer[4..8].try_into().unwrap()) as usize + 1) * 4;
+    let index_start = real.len() - 12 - backward;
+    // The real index: 0x00, count 1, unpadded size, uncompressed size.
+    assert_eq!(&real[index_start..index_start + 2], &[0, 1]);
+    let (unpadded, _) = varint::decode(&real[index_start + 2..]).unwrap();
+    let mut index = vec![0, 1];
+    varint::encode(unpadded, &mut index);
+    varint::encode(size, &mut index);
+    while index.len() % 4 != 0 {
+        index.push(0);
+    }
+    index.extend_from_slice(&crc32(&index).to_le_bytes());
+    let mut out = real[..index_start].to_vec();
+    out.extend_from_slice(&index);
+    let mut tail = ((index.len() / 4 - 1) as u32).to_le_bytes().to_vec();
+    tail.extend_from_slice(&footer[8..10]);
+    out.extend_from_slice(&crc32(&tail).to_le_bytes());
+    out.extend_from_slice(&tail);
+    out.extend_from_slice(b"YZ");
+    out
+}
+
+#[test]
+fn huge_declared_sizes_are_refused_before_decoding() {
+    let limit = 16 << 20;
+    let huge = 1u64 << 40;
+    let mut with_varint = Vec::new();
+    varint::encode(huge, &mut with_varint);
+    with_varint.extend_from_slice(&[0x15, 0x02, 0x00, 0x00, 0x00]);
+    // A zstd frame header: single segment, 8-byte content size.
+    let mut zstd = vec![0x28, 0xb5, 0x2f, 0xfd, 0xe0];
+    zstd.extend_from_slice(&huge.to_le_bytes());
+    let xz = xz_with_declared_size(huge);
+    assert_eq!(
+        uncompressed_size(Compression::LZMA, &xz).unwrap(),
+        Some(huge)
+    );
+    let lz4 = [0xff, 0xff, 0xff, 0xff, 0x00];
+    let cases: [(Compression, &[u8], u64); 7] = [
+        (Compression::LZ4, &lz4, u64::from(u32::MAX)),
+        (Compression::LZ4HC, &lz4, u64::from(u32::MAX)),
+        (Compression::ZSTD, &zstd, huge),
+        (Compression::LZMA, &xz, huge),
+        (Compression::BROTLI, &with_varint, huge),
+        (Compression::FLAC, &with_varint, huge),
+        (Compression::RICEPP, &with_varint, huge),
+    ];
+    for (algo, payload, size) in cases {
+        assert_eq!(
+            uncompressed_size(algo, payload).unwrap(),
+            Some(size),
+            "{}",
+            algo.name()
+        );
+        match decompress(algo, payload, limit) {
+            Err(CodecError::DeclaredTooLarge {
+                size: s, limit: l, ..
+            }) => {
+                assert_eq!((s, l), (size, limit));
+            }
+            other => panic!("{}: {other:?}", algo.name()),
+        }
+    }
+    assert_eq!(
+        decompress(Compression::LZ4, &lz4, limit)
+            .unwrap_err()
+            .to_string(),
+        "lz4: declared size 4294967295 exceeds limit 16777216"
+    );
+    assert!(matches!(
+        decompress(Compression::NONE, &[0; 100], 99),
+        Err(CodecError::DeclaredTooLarge { size: 100, .. })
+    ));
+}
+
+#[test]
+fn xz_stream_padding_is_accepted() {
+    let data = sample_data(5000);
+    let mut payload = compressor_from_spec("lzma:level=1")
+        .unwrap()
+        .compress(&data)
+        .unwrap();
+    payload.extend_from_slice(&[0; 8]);
+    assert_eq!(
+        uncompressed_size(Compression::LZMA, &payload).unwrap(),
+        Some(5000)
+    );
+    assert_eq!(decompress(Compression::LZMA, &payload, 5000).unwrap(), data);
+    // An index that claims less than the stream holds is corrupt.
+    let e = decompress(Compression::LZMA, &xz_with_declared_size(2), 100).unwrap_err();
+    assert!(e.to_string().starts_with("lzma: corrupt data"), "{e}");
+}

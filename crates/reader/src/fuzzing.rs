@@ -1,0 +1,125 @@
+//! Entry points shared by the fuzz targets (`fuzz/`) and the regression
+//! tests that replay what they found, so both run the same code.
+
+use crate::image::{Image, ImageOffset};
+use crate::source::Source;
+use crate::{check, walk, Error, FileKind, Filesystem};
+use hoard_format::metadata::Metadata;
+use hoard_format::section::{self, Compression, HeaderLayout};
+
+/// Block cache size used while fuzzing.
+const CACHE_SIZE: usize = 16 << 20;
+/// Most bytes [`decompress`] lets a payload decompress to.
+const DECOMPRESS_LIMIT: usize = 16 << 20;
+
+/// Opens `data` as an image (prefix found automatically) after rewriting
+/// the hashes of its v2.2+ section headers, so that mutated inputs get past
+/// the hash checks, then [`exercise`]s the file system.
+pub fn open_image(data: &[u8]) -> crate::Result<()> {
+    let mut bytes = data.to_vec();
+    fix_section_hashes(&mut bytes);
+    let image = Image::from_source(Source::Bytes(bytes), ImageOffset::Auto)?;
+    let fs = Filesystem::from_image(image, CACHE_SIZE)?;
+    exercise(&fs);
+    Ok(())
+}
+
+/// Recomputes the XXH3-64 and SHA-512/256 hashes of each v2 section header
+/// found by walking the sections from the start of the image, keeping every
+/// other header field. Stops at the first header that does not parse.
+fn fix_section_hashes(bytes: &mut [u8]) {
+    let Some(start) = section::find_image_offset_in(bytes) else {
+        return;
+    };
+    let mut pos = start as usize;
+    while let Some(raw) = bytes.get(pos..pos + section::V2_HEADER_SIZE) {
+        let Ok(version) = section::parse_version(raw) else {
+            return;
+        };
+        if version.layout() != HeaderLayout::V2 {
+            return;
+        }
+        let Ok(header) = section::parse_header(raw, version) else {
+            return;
+        };
+        let payload_start = pos + section::V2_HEADER_SIZE;
+        let Some(end) = usize::try_from(header.length)
+            .ok()
+            .and_then(|l| payload_start.checked_add(l))
+            .filter(|&e| e <= bytes.len())
+        else {
+            return;
+        };
+        let mut fixed = section::encode_header_v2(
+            header.number.unwrap_or(0),
+            header.kind,
+            header.compression,
+            &bytes[payload_start..end],
+        );
+        // The version bytes are not covered by the hashes: keep them.
+        fixed[6..8].copy_from_slice(&bytes[pos + 6..pos + 8]);
+        bytes[pos..payload_start].copy_from_slice(&fixed);
+        pos = end;
+    }
+}
+
+/// Runs everything a reader of the file system can do: a full check, then,
+/// for every inode, stat and the kind-specific reads (readdir and lookup of
+/// each entry, readlink, reading the whole file and a few ranges), and a
+/// lookup of each walked path. Errors are expected and ignored; only a
+/// panic, a hang or unbounded memory use is a bug.
+pub fn exercise(fs: &Filesystem) {
+    check::check_filesystem(fs, true);
+    for ino in 0..u32::try_from(fs.metadata().inodes.len()).unwrap_or(u32::MAX) {
+        let Ok(stat) = fs.stat(ino) else { continue };
+        match stat.kind {
+            FileKind::Directory => {
+                let _ = fs.parent(ino);
+                for entry in fs.readdir(ino).unwrap_or_default() {
+                    let _ = fs.lookup(ino, &entry.name);
+                }
+            }
+            FileKind::Symlink => {
+                let _ = fs.readlink(ino);
+            }
+            FileKind::Regular => {
+                let _ = fs.read_all(ino, |_| Ok(()));
+                let mut buf = [0u8; 4096];
+                for offset in [0, stat.size / 2, stat.size.saturating_sub(100), stat.size] {
+                    let _ = fs.read(ino, offset, &mut buf);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Ok(nodes) = walk::walk(fs, fs.root(), b"") {
+        for node in nodes {
+            if let Ok(path) = std::str::from_utf8(&node.path) {
+                let _ = fs.lookup_path(path);
+            }
+        }
+    }
+}
+
+/// Splits `data` into a schema (its length in the first two bytes, little
+/// endian) and a metadata payload, and decodes them.
+pub fn decode_metadata(data: &[u8]) -> crate::Result<()> {
+    let (len, rest) = data
+        .split_at_checked(2)
+        .ok_or_else(|| Error::Corrupt("input too short".into()))?;
+    let len = usize::from(u16::from_le_bytes([len[0], len[1]])).min(rest.len());
+    let (schema, meta) = rest.split_at(len);
+    Metadata::decode(schema, meta)?;
+    Ok(())
+}
+
+/// Decompresses `data[1..]` with the algorithm whose id is `data[0]`, as a
+/// block section payload, allowing at most 16 MiB of output.
+pub fn decompress(data: &[u8]) -> crate::Result<()> {
+    let (&algo, payload) = data
+        .split_first()
+        .ok_or_else(|| Error::Corrupt("input too short".into()))?;
+    hoard_codec::decompress(Compression(algo.into()), payload, DECOMPRESS_LIMIT)
+        .map_err(|e| Error::Corrupt(e.to_string()))?;
+    Ok(())
+}

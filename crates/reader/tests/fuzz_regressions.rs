@@ -1,0 +1,46 @@
+//! Replays every input the fuzzers once crashed on (`fuzz/regressions/
+//! <target>/*`) through the same code as the fuzz target, on stable Rust:
+//! each must give a result, `Ok` or `Err`, without panicking.
+
+use hoard_reader::fuzzing;
+use std::path::{Path, PathBuf};
+
+/// The saved inputs of fuzz target `target`, sorted (none when the
+/// fuzzer never found anything for it, so its folder does not exist).
+fn inputs(target: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/regressions")
+        .join(target);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// Runs `body` on every saved input of fuzz target `target`.
+fn replay<E: std::fmt::Debug>(target: &str, body: fn(&[u8]) -> Result<(), E>) {
+    for path in inputs(target) {
+        let result = body(&std::fs::read(&path).unwrap());
+        eprintln!("{}: {result:?}", path.display());
+    }
+}
+
+#[test]
+fn open_image_inputs_do_not_panic() {
+    replay("open_image", fuzzing::open_image);
+}
+
+#[test]
+fn decode_metadata_inputs_do_not_panic() {
+    replay("decode_metadata", fuzzing::decode_metadata);
+}
+
+#[test]
+fn decompress_inputs_do_not_panic() {
+    replay("decompress", fuzzing::decompress);
+}

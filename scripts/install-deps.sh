@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages hoard's build and tests need when they are
+# missing (as root; otherwise names them and fails). Called by the other
+# scripts, so each works on a fresh Debian 12 machine with Rust.
+set -euo pipefail
+
+need=()
+command -v python3 >/dev/null || need+=(python3)
+command -v cc >/dev/null || need+=(build-essential)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v fusermount3 >/dev/null || need+=(fuse3)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "missing: ${need[*]} (run as root to install them)" >&2
+  exit 1
+fi
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
