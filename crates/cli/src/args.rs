@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use hoard_reader::ImageOffset;
 use std::path::PathBuf;
 
-/// Inspect, verify and extract DwarFS images.
+/// Build, mount, inspect, verify and extract DwarFS images.
 #[derive(Debug, Parser)]
 #[command(name = "hoard", version, about)]
 pub struct Cli {
@@ -16,6 +16,10 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Pack a directory into an image.
+    Create(crate::cmd::create_args::CreateArgs),
+    /// Recompress an image, or rebuild its metadata.
+    Rewrite(crate::cmd::create_args::RewriteArgs),
     /// Verify an image: section hashes and metadata consistency.
     Check(CheckArgs),
     /// List the entries of an image.

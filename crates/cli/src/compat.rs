@@ -21,6 +21,7 @@ pub fn parse(argv: &[OsString]) -> Result<Vec<Command>, clap::Error> {
     match name {
         "dwarfsck" => Ok(Dwarfsck::try_parse_from(argv)?.into_commands()),
         "dwarfsextract" => Ok(vec![Dwarfsextract::try_parse_from(argv)?.into_command()]),
+        "mkdwarfs" => Ok(vec![Command::Create(Mkdwarfs::try_parse_from(argv)?.args)]),
         "dwarfs" | "mount.hoard" => Ok(vec![Command::Mount(
             DwarfsMount::try_parse_from(argv)?.args,
         )]),
@@ -40,6 +41,15 @@ fn is_mount_helper_call(argv: &[OsString]) -> bool {
             .to_str()
             .is_none_or(|a| !a.starts_with('-') && Cli::command().find_subcommand(a).is_none())
         && Path::new(&argv[1]).is_file()
+}
+
+/// Build a DwarFS image (the `mkdwarfs` command line; `hoard create` has
+/// the same options).
+#[derive(Debug, Parser)]
+#[command(name = "mkdwarfs", version)]
+struct Mkdwarfs {
+    #[command(flatten)]
+    args: crate::cmd::create_args::CreateArgs,
 }
 
 /// Mount a DwarFS image (the `dwarfs` driver's command line).
@@ -268,6 +278,35 @@ mod tests {
             let cmds = parse(&argv(&["hoard", this_file, "/mnt", "-o", "ro"])).unwrap();
             assert!(matches!(&cmds[..], [Command::Mount(_)]));
         }
+    }
+
+    #[test]
+    fn mkdwarfs_maps_to_create() {
+        let cmds = parse(&argv(&[
+            "mkdwarfs",
+            "-i",
+            "src",
+            "-o",
+            "x.dwarfs",
+            "-l",
+            "9",
+            "-S",
+            "22",
+            "--order=path",
+            "-F",
+            "- *.o",
+            "--set-owner",
+            "0",
+            "--no-progress",
+        ]))
+        .unwrap();
+        let [Command::Create(c)] = cmds.as_slice() else {
+            panic!("{cmds:?}")
+        };
+        assert_eq!(c.level, 9);
+        assert_eq!(c.block_size_bits, Some(22));
+        assert_eq!(c.filters, vec!["- *.o".to_string()]);
+        assert!(parse(&argv(&["mkdwarfs", "-i", "src", "-o", "x", "-l", "10"])).is_err());
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! * [`metadata`] — the decoded file-system metadata of format v2.0–v2.5,
 //!   with packed tables already unpacked.
 //! * [`history`] — the HISTORY section.
+//! * [`write`] — the encoders: thrift compact, frozen2, metadata with
+//!   DwarFS's packing options, FSST string tables, history.
 //!
 //! Every length, offset and index read from input is checked; decoding never
 //! panics and never allocates more than the input can justify.
@@ -20,5 +22,6 @@ pub mod history;
 pub mod metadata;
 pub mod section;
 pub mod thrift;
+pub mod write;
 
 pub use error::{Error, Result};

@@ -2,10 +2,15 @@
 
 mod cat;
 mod check;
+mod create;
+pub mod create_args;
 mod extract;
 mod info;
 mod ls;
 mod mount;
+mod progress;
+mod rewrite;
+mod time;
 
 use crate::args::{Command, ImageArgs};
 use anyhow::{Context, Result};
@@ -18,6 +23,11 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
     let mut code = 0u8;
     for command in commands {
         code = match command {
+            Command::Create(a) => match &a.recompress {
+                Some(what) => rewrite::run(&a.as_rewrite(what))?,
+                None => create::run(&a)?,
+            },
+            Command::Rewrite(a) => rewrite::run(&a)?,
             Command::Check(a) => check::run(&a)?,
             Command::Ls(a) => ls::run(&a)?,
             Command::Cat(a) => cat::run(&a)?,

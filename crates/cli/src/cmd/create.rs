@@ -1,0 +1,254 @@
+//! `hoard create` (and `mkdwarfs`): pack a directory into an image, with a
+//! live progress display and a summary at the end. Exit status 2 when some
+//! entries could not be read (the image is still valid without them).
+
+use super::create_args::CreateArgs;
+use super::progress::{human_bytes, with_display};
+use anyhow::{anyhow, bail, Context, Result};
+use hoard_format::history::HistoryEntry;
+use hoard_format::write::PackOptions;
+use hoard_writer::chmod::Chmod;
+use hoard_writer::filter::Filter;
+use hoard_writer::level::Level;
+use hoard_writer::order::Order;
+use hoard_writer::{create, CreateOptions, Progress, Summary};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Builds an image; returns the exit code.
+pub fn run(args: &CreateArgs) -> Result<u8> {
+    let mut options = options(args)?;
+    if args.debug_filter {
+        return debug_filter(args, options.filter.take());
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
+    }
+    let progress = Progress::default();
+    let quiet = args.no_progress || args.progress.as_deref() == Some("none") || args.json;
+    let started = Instant::now();
+    let summary = with_display(&progress, !quiet, || {
+        create(&options, &progress, Arc::clone(&cancel))
+    })
+    .with_context(|| args.output.display().to_string())?;
+    let elapsed = started.elapsed().as_secs_f64();
+    if args.log_level != "error" {
+        for w in &summary.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    if args.json {
+        println!("{}", json(&summary, elapsed));
+    } else if !matches!(args.log_level.as_str(), "error" | "warn") {
+        print_summary(&summary, elapsed);
+    }
+    Ok(if summary.warnings.is_empty() { 0 } else { 2 })
+}
+
+/// Turns the command line into writer options.
+fn options(args: &CreateArgs) -> Result<CreateOptions> {
+    let level =
+        Level::get(args.level).ok_or_else(|| anyhow!("level {} out of range", args.level))?;
+    let mut o = CreateOptions::at_level(args.input.clone(), args.output.clone(), level);
+    o.force = args.force;
+    if let Some(b) = args.block_size_bits {
+        o.block_size_bits = b;
+    }
+    if let Some(c) = &args.compression {
+        o.data_compression = c.clone();
+    }
+    if let Some(c) = &args.metadata_compression {
+        o.metadata_compression = c.clone();
+    }
+    if let Some(c) = &args.schema_compression {
+        o.schema_compression = c.clone();
+    }
+    if let Some(w) = args.window_size {
+        if w != 0 && !(8..=30).contains(&w) {
+            bail!("window size bits {w} out of range (0, or 8 to 30)");
+        }
+        o.window_bits = w;
+    }
+    if let Some(w) = args.window_step {
+        if w > 8 {
+            bail!("window step {w} out of range (0 to 8)");
+        }
+        o.window_step_shift = w;
+    }
+    o.lookback = args.lookback;
+    if let Some(order) = &args.order {
+        o.order = Order::parse(order).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(n) = args.workers {
+        o.workers = n.max(1);
+    }
+    if let Some(l) = args.memory_limit {
+        o.memory_limit = l as u64;
+    }
+    o.scan.with_devices = args.with_devices;
+    o.scan.with_specials = args.with_specials;
+    o.scan.remove_empty_dirs = args.remove_empty_dirs;
+    o.sparse = !args.no_sparse_files;
+    if let Some(list) = &args.input_list {
+        let text = if list.as_os_str() == "-" {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+                .context("standard input")?;
+            buf
+        } else {
+            std::fs::read(list).with_context(|| list.display().to_string())?
+        };
+        o.scan.only = Some(hoard_writer::scan::InputList::parse(&text));
+    }
+    if !args.filters.is_empty() {
+        o.filter = Some(Filter::parse(&args.filters)?);
+    }
+    let source_date_epoch = match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) => Some(
+            v.trim()
+                .parse::<i64>()
+                .map_err(|_| anyhow!("SOURCE_DATE_EPOCH '{v}' is not a number of seconds"))?,
+        ),
+        Err(_) => None,
+    };
+    let now = source_date_epoch.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    });
+    o.attrs.set_owner = args.set_owner;
+    o.attrs.set_group = args.set_group;
+    o.attrs.set_time = args
+        .set_time
+        .as_deref()
+        .map(|t| super::time::parse_time(t, now))
+        .transpose()?;
+    o.attrs.keep_all_times = args.keep_all_times;
+    o.attrs.time_resolution_ns = args
+        .time_resolution
+        .as_deref()
+        .map(super::time::parse_resolution)
+        .transpose()?;
+    o.attrs.chmod = args
+        .chmod
+        .as_deref()
+        .map(Chmod::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    o.attrs.clamp_time = source_date_epoch;
+    o.attrs.create_timestamp = (!args.no_create_timestamp).then_some(now.max(0) as u64);
+    o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
+    o.section_index = !args.no_section_index;
+    if let Some(h) = &args.header {
+        o.header = Some(std::fs::read(h).with_context(|| h.display().to_string())?);
+    }
+    if !args.no_history {
+        o.history = Some(HistoryEntry {
+            version: env!("CARGO_PKG_VERSION").into(),
+            system_id: format!("{} [{}]", std::env::consts::OS, std::env::consts::ARCH),
+            compiler_id: "rustc".into(),
+            arguments: Some(std::env::args().collect()),
+            timestamp: (!args.no_history_timestamps).then_some(now.max(0) as u64),
+            library_versions: None,
+        });
+    }
+    Ok(o)
+}
+
+/// `--debug-filter`: shows what the filters decide, builds nothing.
+fn debug_filter(args: &CreateArgs, filter: Option<Filter>) -> Result<u8> {
+    let mut filter = filter.unwrap_or_default();
+    filter.record();
+    let scan_options = hoard_writer::scan::ScanOptions {
+        with_devices: args.with_devices,
+        with_specials: args.with_specials,
+        ..Default::default()
+    };
+    hoard_writer::scan::scan(
+        &args.input,
+        &scan_options,
+        Some(&filter),
+        &Default::default(),
+    )?;
+    for d in filter.decisions() {
+        let slash = if d.is_dir { "/" } else { "" };
+        let sign = if d.included { '+' } else { '-' };
+        println!("{sign} /{}{slash}", String::from_utf8_lossy(&d.path));
+    }
+    Ok(0)
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+fn print_summary(s: &Summary, secs: f64) {
+    let c = &s.counts;
+    println!(
+        "scanned {} directories, {} symlinks, {} files ({} hard links), {} devices, {} fifos/sockets",
+        c.dirs,
+        c.symlinks,
+        c.files,
+        c.file_entries - c.files,
+        c.devices,
+        c.specials
+    );
+    println!(
+        "original size: {}, {} duplicate files (saved {})",
+        human_bytes(s.original_bytes),
+        s.duplicate_files,
+        human_bytes(s.duplicate_bytes)
+    );
+    println!(
+        "segmenting: {} stored, {} found in earlier data{}",
+        human_bytes(s.segments.stored),
+        human_bytes(s.segments.matched),
+        if s.segments.holes > 0 {
+            format!(", {} in holes", human_bytes(s.segments.holes))
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "{} blocks, {} compressed ({:.1}% of stored); metadata {}",
+        s.blocks,
+        human_bytes(s.block_bytes),
+        percent(s.block_bytes, s.segments.stored),
+        human_bytes(s.metadata_bytes)
+    );
+    println!(
+        "image: {} ({:.2}% of the original), built in {secs:.2} s",
+        human_bytes(s.image_bytes),
+        percent(s.image_bytes, s.original_bytes)
+    );
+}
+
+fn json(s: &Summary, secs: f64) -> serde_json::Value {
+    let c = &s.counts;
+    serde_json::json!({
+        "directories": c.dirs,
+        "symlinks": c.symlinks,
+        "files": c.files,
+        "file_entries": c.file_entries,
+        "devices": c.devices,
+        "specials": c.specials,
+        "original_bytes": s.original_bytes,
+        "duplicate_files": s.duplicate_files,
+        "duplicate_bytes": s.duplicate_bytes,
+        "stored_bytes": s.segments.stored,
+        "matched_bytes": s.segments.matched,
+        "hole_bytes": s.segments.holes,
+        "blocks": s.blocks,
+        "block_bytes": s.block_bytes,
+        "metadata_bytes": s.metadata_bytes,
+        "image_bytes": s.image_bytes,
+        "seconds": secs,
+        "warnings": s.warnings,
+    })
+}

@@ -1,0 +1,231 @@
+//! The options of `hoard create`, which are also those of `mkdwarfs`.
+
+use clap::Args;
+use std::path::PathBuf;
+
+/// `hoard create` / `mkdwarfs`.
+#[derive(Debug, Clone, Args)]
+pub struct CreateArgs {
+    /// Directory to pack.
+    #[arg(short = 'i', long = "input")]
+    pub input: PathBuf,
+    /// Image file to write.
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// Overwrite an existing image.
+    #[arg(short = 'f', long)]
+    pub force: bool,
+    /// Preset 0 (fastest) to 9 (smallest); see `hoard create --help`.
+    #[arg(short = 'l', long = "compress-level", default_value_t = hoard_writer::level::DEFAULT_LEVEL,
+          value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub level: u8,
+    /// Block size as a power of two (10 to 30).
+    #[arg(short = 'S', long = "block-size-bits")]
+    pub block_size_bits: Option<u32>,
+    /// Block compression, e.g. `zstd:level=19`, `lzma:level=9:extreme`, `lz4hc`, `null`.
+    #[arg(short = 'C', long = "compression")]
+    pub compression: Option<String>,
+    /// Metadata compression.
+    #[arg(long = "metadata-compression")]
+    pub metadata_compression: Option<String>,
+    /// Schema and history compression.
+    #[arg(long = "schema-compression")]
+    pub schema_compression: Option<String>,
+    /// Segmenter window size as a power of two; 0 turns segmenting off.
+    #[arg(short = 'W', long = "window-size")]
+    pub window_size: Option<u32>,
+    /// Segmenter window step, as a right shift of the window size.
+    #[arg(short = 'w', long = "window-step")]
+    pub window_step: Option<u32>,
+    /// Finished blocks searched for repeated data.
+    #[arg(short = 'B', long = "max-lookback-blocks", default_value_t = 1)]
+    pub lookback: usize,
+    /// File order: none, path, revpath, similarity, nilsimsa.
+    #[arg(long)]
+    pub order: Option<String>,
+    /// Compression threads (default: one per core).
+    #[arg(short = 'N', long = "num-workers")]
+    pub workers: Option<usize>,
+    /// Memory for blocks in flight (suffixes k, m, g; default: a quarter of RAM).
+    #[arg(short = 'L', long = "memory-limit", value_parser = crate::args::parse_size)]
+    pub memory_limit: Option<usize>,
+    /// Include character and block devices.
+    #[arg(long)]
+    pub with_devices: bool,
+    /// Include fifos and sockets.
+    #[arg(long)]
+    pub with_specials: bool,
+    /// Store sparse files' holes as data.
+    #[arg(long)]
+    pub no_sparse_files: bool,
+    /// Owner of every entry.
+    #[arg(long)]
+    pub set_owner: Option<u32>,
+    /// Group of every entry.
+    #[arg(long)]
+    pub set_group: Option<u32>,
+    /// Time of every entry: `now`, seconds since the epoch, or ISO 8601.
+    #[arg(long)]
+    pub set_time: Option<String>,
+    /// Keep atime and ctime, not only mtime.
+    #[arg(long)]
+    pub keep_all_times: bool,
+    /// Resolution of stored times: a number with a unit (ns, us, ms, s, min, h, d) or a unit.
+    #[arg(long)]
+    pub time_resolution: Option<String>,
+    /// Change permissions, chmod style (`u+rwX,go-w`, `D0755,F0644`, `norm`).
+    #[arg(long)]
+    pub chmod: Option<String>,
+    /// Pack only the paths listed in this file (`-` for standard input), one
+    /// per line, relative to the input directory.
+    #[arg(long)]
+    pub input_list: Option<PathBuf>,
+    /// Filter rule: `+ PATTERN`, `- PATTERN`, `. RULEFILE` (first match decides).
+    #[arg(short = 'F', long = "filter", allow_hyphen_values = true)]
+    pub filters: Vec<String>,
+    /// Print which entries the filters include (+) and exclude (-), then stop.
+    #[arg(long)]
+    pub debug_filter: bool,
+    /// Leave out directories that are empty (after filtering).
+    #[arg(long)]
+    pub remove_empty_dirs: bool,
+    /// Metadata packing: auto, none, all, or a list of chunk_table, directories,
+    /// shared_files, names, names_index, symlinks, symlinks_index, force, plain.
+    #[arg(short = 'P', long = "pack-metadata", default_value = "auto")]
+    pub pack_metadata: String,
+    /// Do not record this run in the image's history.
+    #[arg(long)]
+    pub no_history: bool,
+    /// Do not record the time of this run in the history.
+    #[arg(long)]
+    pub no_history_timestamps: bool,
+    /// Do not record the creation time in the metadata.
+    #[arg(long)]
+    pub no_create_timestamp: bool,
+    /// Do not write a section index.
+    #[arg(long)]
+    pub no_section_index: bool,
+    /// File to put before the image (e.g. a shell script).
+    #[arg(long)]
+    pub header: Option<PathBuf>,
+    /// No live progress display.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Progress display (`mkdwarfs --progress`): none, or any other style.
+    #[arg(long)]
+    pub progress: Option<String>,
+    /// Logging: error, warn, info, verbose, debug, trace (warn and above
+    /// print warnings; error prints only errors).
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Treat the input as an image and recompress it: all, block, metadata or none.
+    #[arg(long, num_args = 0..=1, default_missing_value = "all")]
+    pub recompress: Option<String>,
+    /// With --recompress: re-apply owner, time, chmod and packing options.
+    #[arg(long)]
+    pub rebuild_metadata: bool,
+}
+
+/// `hoard rewrite` (also `mkdwarfs --recompress`).
+#[derive(Debug, Clone, Args)]
+pub struct RewriteArgs {
+    /// The image to read.
+    pub input: PathBuf,
+    /// The image to write.
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// Overwrite an existing output.
+    #[arg(short = 'f', long)]
+    pub force: bool,
+    /// Where the input image starts in its file: a byte offset or `auto`.
+    #[arg(short = 'O', long = "image-offset", default_value = "auto")]
+    pub offset: hoard_reader::ImageOffset,
+    /// Preset whose codecs are used where -C and --metadata-compression are not given.
+    #[arg(short = 'l', long = "compress-level", default_value_t = hoard_writer::level::DEFAULT_LEVEL,
+          value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub level: u8,
+    /// What to recompress: all, block, metadata or none.
+    #[arg(long, default_value = "all")]
+    pub recompress: String,
+    /// Block compression.
+    #[arg(short = 'C', long = "compression")]
+    pub compression: Option<String>,
+    /// Metadata compression.
+    #[arg(long = "metadata-compression")]
+    pub metadata_compression: Option<String>,
+    /// Schema and history compression.
+    #[arg(long = "schema-compression")]
+    pub schema_compression: Option<String>,
+    /// Re-apply --set-owner, --set-group, --set-time, --chmod and -P to the metadata.
+    #[arg(long)]
+    pub rebuild_metadata: bool,
+    /// Owner of every entry (with --rebuild-metadata).
+    #[arg(long)]
+    pub set_owner: Option<u32>,
+    /// Group of every entry (with --rebuild-metadata).
+    #[arg(long)]
+    pub set_group: Option<u32>,
+    /// Time of every entry (with --rebuild-metadata).
+    #[arg(long)]
+    pub set_time: Option<String>,
+    /// Permission changes (with --rebuild-metadata).
+    #[arg(long)]
+    pub chmod: Option<String>,
+    /// Metadata packing (with --rebuild-metadata or metadata recompression).
+    #[arg(short = 'P', long = "pack-metadata", default_value = "auto")]
+    pub pack_metadata: String,
+    /// Compression threads (default: one per core).
+    #[arg(short = 'N', long = "num-workers")]
+    pub workers: Option<usize>,
+    /// Memory for blocks in flight.
+    #[arg(short = 'L', long = "memory-limit", value_parser = crate::args::parse_size)]
+    pub memory_limit: Option<usize>,
+    /// Do not add this run to the history.
+    #[arg(long)]
+    pub no_history: bool,
+    /// Do not record the time of this run in the history.
+    #[arg(long)]
+    pub no_history_timestamps: bool,
+    /// Do not write a section index.
+    #[arg(long)]
+    pub no_section_index: bool,
+    /// File to put before the image.
+    #[arg(long)]
+    pub header: Option<PathBuf>,
+    /// No live progress display.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl CreateArgs {
+    /// The rewrite that `mkdwarfs --recompress` stands for.
+    pub fn as_rewrite(&self, what: &str) -> RewriteArgs {
+        RewriteArgs {
+            input: self.input.clone(),
+            output: self.output.clone(),
+            force: self.force,
+            offset: hoard_reader::ImageOffset::Auto,
+            level: self.level,
+            recompress: what.to_string(),
+            compression: self.compression.clone(),
+            metadata_compression: self.metadata_compression.clone(),
+            schema_compression: self.schema_compression.clone(),
+            rebuild_metadata: self.rebuild_metadata,
+            set_owner: self.set_owner,
+            set_group: self.set_group,
+            set_time: self.set_time.clone(),
+            chmod: self.chmod.clone(),
+            pack_metadata: self.pack_metadata.clone(),
+            workers: self.workers,
+            memory_limit: self.memory_limit,
+            no_history: self.no_history,
+            no_history_timestamps: self.no_history_timestamps,
+            no_section_index: self.no_section_index,
+            header: self.header.clone(),
+            no_progress: self.no_progress,
+        }
+    }
+}

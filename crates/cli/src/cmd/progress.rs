@@ -1,0 +1,105 @@
+//! The live progress display of `hoard create`: phase, counts, bytes,
+//! rates and ETA, redrawn a few times a second on standard error.
+
+use hoard_writer::pipeline::Phase;
+use hoard_writer::Progress;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Formats a byte count with a binary unit.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Runs `work`, showing `progress` meanwhile when `show` is set.
+pub fn with_display<T>(progress: &Progress, show: bool, work: impl FnOnce() -> T) -> T {
+    if !show {
+        return work();
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| draw(progress, &stop));
+        let result = work();
+        stop.store(true, Ordering::Relaxed);
+        result
+    })
+}
+
+fn draw(p: &Progress, stop: &AtomicBool) {
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(5));
+    let spinner = ProgressStyle::with_template("{spinner} {prefix:>9} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    let bytes = ProgressStyle::with_template(
+        "{spinner} {prefix:>9} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {msg}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    let mut shown = None;
+    while !stop.load(Ordering::Relaxed) {
+        let phase = p.phase();
+        if shown != Some(phase) {
+            shown = Some(phase);
+            bar.reset();
+            match phase {
+                Phase::Scanning | Phase::Metadata | Phase::Done => {
+                    bar.set_style(spinner.clone());
+                    bar.set_length(0);
+                }
+                Phase::Hashing => {
+                    bar.set_style(bytes.clone());
+                    bar.set_length(p.scan.bytes.load(Ordering::Relaxed));
+                }
+                Phase::Writing => {
+                    bar.set_style(bytes.clone());
+                    bar.set_length(p.to_segment.load(Ordering::Relaxed));
+                }
+            }
+        }
+        match phase {
+            Phase::Scanning => {
+                bar.set_prefix("scanning");
+                bar.set_message(format!(
+                    "{} entries, {}",
+                    p.scan.entries.load(Ordering::Relaxed),
+                    human_bytes(p.scan.bytes.load(Ordering::Relaxed))
+                ));
+            }
+            Phase::Hashing => {
+                bar.set_prefix("hashing");
+                bar.set_position(p.dedupe.bytes.load(Ordering::Relaxed));
+                bar.set_message(format!("{} files", p.dedupe.files.load(Ordering::Relaxed)));
+            }
+            Phase::Writing => {
+                bar.set_prefix("writing");
+                bar.set_position(p.segmented.load(Ordering::Relaxed));
+                let raw = p.blocks.raw_bytes.load(Ordering::Relaxed);
+                let packed = p.blocks.compressed_bytes.load(Ordering::Relaxed);
+                bar.set_message(format!(
+                    "{} blocks, {} -> {}",
+                    p.blocks.blocks.load(Ordering::Relaxed),
+                    human_bytes(raw),
+                    human_bytes(packed)
+                ));
+            }
+            Phase::Metadata | Phase::Done => {
+                bar.set_prefix("metadata");
+                bar.set_message("building and compressing");
+            }
+        }
+        bar.tick();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bar.finish_and_clear();
+}

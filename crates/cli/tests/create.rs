@@ -1,0 +1,720 @@
+//! `hoard create`: trees with every kind of entry and edge case pack and
+//! read back identical, through `hoard extract` and a FUSE mount, compared
+//! with `shared/tools/manifest.py`; builds are reproducible; failures and
+//! interruptions leave no image behind.
+
+mod common;
+
+use common::*;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Pseudo-random bytes.
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s as u8
+        })
+        .collect()
+}
+
+fn write(root: &Path, rel: &str, data: &[u8]) -> PathBuf {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, data).unwrap();
+    p
+}
+
+fn chmod(p: &Path, mode: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Sets the mtime (and atime) of `p`, not following symlinks.
+fn set_mtime(p: &Path, sec: i64, nsec: i64) {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let t = libc::timespec {
+        tv_sec: sec,
+        tv_nsec: nsec,
+    };
+    let times = [t, t];
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    assert_eq!(r, 0, "utimensat {}", p.display());
+}
+
+fn mknod(p: &Path, mode: u32, dev: libc::dev_t) {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    assert_eq!(
+        unsafe { libc::mknod(c.as_ptr(), mode, dev) },
+        0,
+        "{}",
+        p.display()
+    );
+}
+
+/// A tree with every entry kind and the edge cases of the writer issue.
+fn edge_tree(root: &Path) {
+    std::fs::create_dir_all(root).unwrap();
+    write(root, "empty", b"");
+    std::fs::create_dir(root.join("emptydir")).unwrap();
+    write(root, "hello.txt", b"hello, world\n");
+    // Duplicates, and files sharing long ranges (for the segmenter).
+    let big = noise(300_000, 1);
+    write(root, "dup/a.bin", &big);
+    write(root, "dup/b.bin", &big);
+    write(root, "dup/deeper/c.bin", &big);
+    let mut partial = noise(10_000, 2);
+    partial.extend_from_slice(&big[5_000..250_000]);
+    write(root, "dup/partial.bin", &partial);
+    let text: Vec<u8> = (0..5000)
+        .flat_map(|i| format!("line {i}: the quick brown fox\n").into_bytes())
+        .collect();
+    write(root, "text/a.txt", &text);
+    // Hard links across directories.
+    let target = write(root, "hard/one", b"linked content\n");
+    std::fs::create_dir_all(root.join("other/place")).unwrap();
+    std::fs::hard_link(&target, root.join("other/place/two")).unwrap();
+    std::fs::hard_link(&target, root.join("hard/three")).unwrap();
+    // Symlinks: relative, dangling, absolute, to a directory.
+    std::fs::create_dir(root.join("links")).unwrap();
+    symlink("../hello.txt", root.join("links/relative")).unwrap();
+    symlink("does/not/exist", root.join("links/dangling")).unwrap();
+    symlink("/etc/passwd", root.join("links/absolute")).unwrap();
+    symlink("../dup", root.join("links/dir")).unwrap();
+    // Names: unicode, spaces, newline, non-UTF-8.
+    write(root, "names/ünïcødé ☃.txt", b"snow\n");
+    write(root, "names/with space", b"space\n");
+    write(root, "names/new\nline", b"newline\n");
+    let raw = root
+        .join("names")
+        .join(OsStr::from_bytes(b"latin1-\xe9t\xe9"));
+    std::fs::write(raw, b"bytes\n").unwrap();
+    // A 30-deep path.
+    let deep: String = (0..30).map(|i| format!("d{i}/")).collect();
+    write(root, &format!("{deep}leaf"), b"deep\n");
+    // 20,000 files in one directory.
+    let many = root.join("many");
+    std::fs::create_dir(&many).unwrap();
+    for i in 0..20_000 {
+        std::fs::write(many.join(format!("f{i:05}")), format!("{}\n", i % 1000)).unwrap();
+    }
+    // A 1 GiB sparse file with data in the middle and at the end.
+    let sparse = std::fs::File::create(root.join("sparse.img")).unwrap();
+    sparse.set_len(1 << 30).unwrap();
+    use std::os::unix::fs::FileExt;
+    sparse.write_all_at(&noise(70_000, 3), 512 << 20).unwrap();
+    sparse.write_all_at(b"tail", (1 << 30) - 4).unwrap();
+    // Permission bits.
+    let suid = write(root, "modes/setuid", b"#!/bin/sh\n");
+    chmod(&suid, 0o4755);
+    let sgid = root.join("modes/setgid-dir");
+    std::fs::create_dir(&sgid).unwrap();
+    chmod(&sgid, 0o2775);
+    let sticky = root.join("modes/sticky");
+    std::fs::create_dir(&sticky).unwrap();
+    chmod(&sticky, 0o1777);
+    let private = write(root, "modes/private", b"secret\n");
+    chmod(&private, 0o600);
+    // Devices, fifo and socket (devices only as root).
+    std::fs::create_dir(root.join("special")).unwrap();
+    if is_root() {
+        mknod(
+            &root.join("special/null"),
+            libc::S_IFCHR | 0o666,
+            libc::makedev(1, 3),
+        );
+        mknod(
+            &root.join("special/loop"),
+            libc::S_IFBLK | 0o660,
+            libc::makedev(7, 0),
+        );
+    }
+    mknod(&root.join("special/fifo"), libc::S_IFIFO | 0o644, 0);
+    let sock = std::os::unix::net::UnixListener::bind(root.join("special/sock")).unwrap();
+    drop(sock);
+    // Owners (as root).
+    if is_root() {
+        std::os::unix::fs::lchown(root.join("hello.txt"), Some(1000), Some(1000)).unwrap();
+        std::os::unix::fs::lchown(root.join("links/relative"), Some(65534), Some(100)).unwrap();
+    }
+    // Times, with nanoseconds; one before 1970 is not representable, one
+    // far in the future is.
+    set_mtime(&root.join("hello.txt"), 1_600_000_000, 123_456_789);
+    set_mtime(&root.join("links/absolute"), 1_000_000_000, 5);
+    set_mtime(&root.join("text/a.txt"), 4_102_444_800, 999_999_999);
+    // Directory times last, once their contents are complete.
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    collect_dirs(root, &mut dirs);
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for (i, d) in dirs.iter().enumerate() {
+        set_mtime(d, 1_500_000_000 + i as i64, 0);
+    }
+}
+
+fn collect_dirs(p: &Path, out: &mut Vec<PathBuf>) {
+    out.push(p.to_path_buf());
+    for e in std::fs::read_dir(p).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            collect_dirs(&e.path(), out);
+        }
+    }
+}
+
+/// The edge-case tree and its manifest, made once per test run.
+fn edge() -> Option<&'static (tempfile::TempDir, String)> {
+    shared()?;
+    static TREE: OnceLock<(tempfile::TempDir, String)> = OnceLock::new();
+    Some(TREE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        edge_tree(&dir.path().join("tree"));
+        let manifest = manifest_of(&dir.path().join("tree"));
+        (dir, manifest)
+    }))
+}
+
+fn create(input: &Path, output: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "create",
+        "-i",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+        "--no-progress",
+        "--with-devices",
+        "--with-specials",
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn assert_ok(out: &std::process::Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: exit {:?}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Extracts `image` and compares the tree with `manifest`.
+fn assert_extracts_to(image: &Path, manifest: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x");
+    let r = run(&[
+        "extract",
+        image.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_ok(&r, "extract");
+    let diff = manifest_diff(manifest, &manifest_of(&out), Compare::Extracted);
+    assert!(
+        diff.is_empty(),
+        "{}: extracted tree differs:\n{diff}",
+        image.display()
+    );
+}
+
+#[test]
+fn every_entry_kind_round_trips_through_extract_and_check() {
+    let Some((dir, manifest)) = edge() else {
+        return;
+    };
+    let image = dir.path().join("exact.dwarfs");
+    let r = create(
+        &dir.path().join("tree"),
+        &image,
+        &["--time-resolution=ns", "-l", "3", "--keep-all-times"],
+    );
+    assert_ok(&r, "create");
+    assert_ok(&run(&["check", "--full", image.to_str().unwrap()]), "check");
+    assert_extracts_to(&image, manifest);
+    // The sparse file stays sparse in the image: far less than 1 GiB.
+    assert!(std::fs::metadata(&image).unwrap().len() < 8 << 20);
+}
+
+#[test]
+fn every_entry_kind_round_trips_through_a_mount() {
+    let Some((dir, manifest)) = edge() else {
+        return;
+    };
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("note: no /dev/fuse, skipping");
+        return;
+    }
+    let image = dir.path().join("mount.dwarfs");
+    assert_ok(
+        &create(
+            &dir.path().join("tree"),
+            &image,
+            &["--time-resolution=ns", "-l", "1"],
+        ),
+        "create",
+    );
+    let mnt = tempfile::tempdir().unwrap();
+    assert_ok(
+        &run(&[
+            "mount",
+            image.to_str().unwrap(),
+            mnt.path().to_str().unwrap(),
+        ]),
+        "mount",
+    );
+    let seen = manifest_of(mnt.path());
+    assert_ok(&run(&["umount", mnt.path().to_str().unwrap()]), "umount");
+    let diff = manifest_diff(manifest, &seen, Compare::Mounted);
+    assert!(diff.is_empty(), "mounted tree differs:\n{diff}");
+}
+
+#[test]
+fn default_level_keeps_second_resolution() {
+    let Some((dir, manifest)) = edge() else {
+        return;
+    };
+    let image = dir.path().join("default.dwarfs");
+    assert_ok(&create(&dir.path().join("tree"), &image, &[]), "create");
+    let truncated: String = manifest
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["mtime_ns"] = 0.into();
+            format!("{v}\n")
+        })
+        .collect();
+    assert_extracts_to(&image, &truncated);
+}
+
+/// A small tree with some redundancy, quick to pack at any level.
+fn small_tree(root: &Path) {
+    let base = noise(200_000, 7);
+    for v in 0..4 {
+        let mut f = base.clone();
+        f[v * 1000] ^= 0xff;
+        write(root, &format!("v{v}/lib.bin"), &f);
+        write(
+            root,
+            &format!("v{v}/README"),
+            format!("version {v}\n").as_bytes(),
+        );
+    }
+    symlink("v3", root.join("latest")).unwrap();
+}
+
+#[test]
+fn every_level_and_codec_round_trips() {
+    if shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    small_tree(&tree);
+    let manifest = manifest_of(&tree);
+    let variants: &[&[&str]] = &[
+        &["-l", "0"],
+        &["-l", "1"],
+        &["-l", "2"],
+        &["-l", "4"],
+        &["-l", "6"],
+        &["-l", "8"],
+        &["-l", "9"],
+        &["-C", "brotli:quality=5", "-S", "16"],
+        &["-C", "lzma:level=1", "--order=revpath", "-P", "all"],
+        &[
+            "-C",
+            "null",
+            "--order=path",
+            "-P",
+            "none",
+            "--no-section-index",
+        ],
+        &[
+            "-C",
+            "zstd:level=3",
+            "-W",
+            "10",
+            "-w",
+            "1",
+            "-B",
+            "4",
+            "-S",
+            "14",
+        ],
+    ];
+    for (i, extra) in variants.iter().enumerate() {
+        let image = dir.path().join(format!("v{i}.dwarfs"));
+        let mut args = extra.to_vec();
+        args.push("--time-resolution=ns");
+        assert_ok(&create(&tree, &image, &args), &format!("create {extra:?}"));
+        assert_ok(&run(&["check", "--full", image.to_str().unwrap()]), "check");
+        assert_extracts_to(&image, &manifest);
+    }
+}
+
+#[test]
+fn segmenting_stores_repeated_data_once() {
+    if shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    small_tree(&tree);
+    let image = dir.path().join("seg.dwarfs");
+    let r = create(&tree, &image, &["-C", "null", "-W", "10", "--json"]);
+    assert_ok(&r, "create");
+    let summary: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    // Four near-identical 200 kB files: about one is stored.
+    assert!(
+        summary["stored_bytes"].as_u64().unwrap() < 300_000,
+        "{summary}"
+    );
+    assert!(std::fs::metadata(&image).unwrap().len() < 320_000);
+}
+
+#[test]
+fn builds_are_reproducible_whatever_the_thread_count() {
+    let Some((dir, _)) = edge() else { return };
+    let tree = dir.path().join("tree");
+    let a = dir.path().join("n1.dwarfs");
+    let b = dir.path().join("n2.dwarfs");
+    for (image, n) in [(&a, "1"), (&b, "2")] {
+        assert_ok(
+            &create(
+                &tree,
+                image,
+                &["-N", n, "-l", "4", "--no-history", "--no-create-timestamp"],
+            ),
+            "create",
+        );
+    }
+    assert!(
+        std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+        "-N 1 and -N 2 differ"
+    );
+}
+
+#[test]
+fn source_date_epoch_clamps_every_time() {
+    if shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    small_tree(&tree);
+    set_mtime(&tree.join("v1/README"), 2_000_000_000, 0);
+    let image = dir.path().join("sde.dwarfs");
+    let r = hoard()
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .args([
+            "create",
+            "-i",
+            tree.to_str().unwrap(),
+            "-o",
+            image.to_str().unwrap(),
+        ])
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    assert_ok(&r, "create");
+    let info = run(&["info", "--json", image.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(text.contains("1700000000"), "{text}");
+    let out = dir.path().join("x");
+    assert_ok(
+        &run(&[
+            "extract",
+            image.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]),
+        "extract",
+    );
+    for e in walk(&out) {
+        let m = std::fs::symlink_metadata(&e).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert!(m.mtime() <= 1_700_000_000, "{}: {}", e.display(), m.mtime());
+    }
+}
+
+fn walk(p: &Path) -> Vec<PathBuf> {
+    let mut out = vec![p.to_path_buf()];
+    if std::fs::symlink_metadata(p).unwrap().is_dir() {
+        for e in std::fs::read_dir(p).unwrap() {
+            out.extend(walk(&e.unwrap().path()));
+        }
+    }
+    out
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".hoard-") || n.ends_with(".dwarfs"))
+        .collect()
+}
+
+#[test]
+fn failures_and_interruptions_leave_no_image() {
+    if shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    // A bad option: nothing written.
+    let r = create(&dir.path().join("missing"), &out.join("a.dwarfs"), &[]);
+    assert_eq!(r.status.code(), Some(1));
+    let r = create(dir.path(), &out.join("a.dwarfs"), &["-C", "zstd:level=99"]);
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
+    // Ctrl-C in the middle of a slow build.
+    let tree = dir.path().join("tree");
+    for i in 0..8 {
+        write(&tree, &format!("f{i}"), &noise(3 << 20, i + 10));
+    }
+    let mut child = hoard()
+        .args(["create", "-i", tree.to_str().unwrap(), "-o"])
+        .arg(out.join("b.dwarfs"))
+        .args(["--no-progress", "-l", "9", "-N", "1"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
+    // An existing image is kept unless -f.
+    write(&out, "c.dwarfs", b"precious");
+    let r = create(&tree, &out.join("c.dwarfs"), &["-l", "1"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert_eq!(std::fs::read(out.join("c.dwarfs")).unwrap(), b"precious");
+    assert_ok(
+        &create(&tree, &out.join("c.dwarfs"), &["-l", "1", "-f"]),
+        "create -f",
+    );
+}
+
+#[test]
+fn the_image_inside_its_input_is_left_out() {
+    if shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    small_tree(&tree);
+    let image = tree.join("self.dwarfs");
+    assert_ok(
+        &create(&tree, &image, &["-l", "1", "--time-resolution=ns"]),
+        "create",
+    );
+    // The image (and its temporary file) changed the root's mtime.
+    let manifest: String = manifest_of(&tree)
+        .lines()
+        .filter(|l| !l.contains("\"path\": \".\"") && !l.contains("self.dwarfs"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let listing = run(&["ls", "-R", image.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&listing.stdout);
+    assert!(!text.contains("self.dwarfs"), "{text}");
+    // And no temporary file of ours either.
+    assert!(!text.contains(".hoard-"), "{text}");
+    let out = dir.path().join("x");
+    assert_ok(
+        &run(&[
+            "extract",
+            image.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]),
+        "extract",
+    );
+    let got: String = manifest_of(&out)
+        .lines()
+        .filter(|l| !l.contains("\"path\": \".\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let diff = manifest_diff(&manifest, &got, Compare::Extracted);
+    assert!(diff.is_empty(), "{diff}");
+}
+
+#[test]
+fn unreadable_files_are_skipped_with_exit_code_2() {
+    if shared().is_none() || !is_root() {
+        eprintln!("note: needs root to run hoard as another user, skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    chmod(dir.path(), 0o777);
+    let tree = dir.path().join("tree");
+    write(&tree, "ok.txt", b"fine\n");
+    let secret = write(&tree, "secret.txt", b"no\n");
+    chmod(&secret, 0o000);
+    chmod(&tree, 0o755);
+    let image = dir.path().join("u.dwarfs");
+    use std::os::unix::process::CommandExt;
+    let r = Command::new(env!("CARGO_BIN_EXE_hoard"))
+        .args([
+            "create",
+            "-i",
+            tree.to_str().unwrap(),
+            "-o",
+            image.to_str().unwrap(),
+        ])
+        .arg("--no-progress")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(String::from_utf8_lossy(&r.stderr).contains("secret.txt"));
+    assert_ok(&run(&["check", "--full", image.to_str().unwrap()]), "check");
+    let listing =
+        String::from_utf8_lossy(&run(&["ls", image.to_str().unwrap()]).stdout).to_string();
+    assert!(
+        listing.contains("ok.txt") && !listing.contains("secret.txt"),
+        "{listing}"
+    );
+}
+
+#[test]
+fn filters_select_entries() {
+    if shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    write(&tree, "src/main.c", b"int main;\n");
+    write(&tree, "src/main.o", b"obj");
+    write(&tree, "src/keep.o", b"obj2");
+    write(&tree, "build/out", b"x");
+    let image = dir.path().join("f.dwarfs");
+    let rules = ["-F", "+ keep.o", "-F", "- *.o", "-F", "- /build/"];
+    let mut args = rules.to_vec();
+    args.push("--remove-empty-dirs");
+    assert_ok(&create(&tree, &image, &args), "create");
+    let listing =
+        String::from_utf8_lossy(&run(&["ls", "-R", image.to_str().unwrap()]).stdout).to_string();
+    assert!(
+        listing.contains("main.c") && listing.contains("keep.o"),
+        "{listing}"
+    );
+    assert!(
+        !listing.contains("main.o") && !listing.contains("build"),
+        "{listing}"
+    );
+    let mut debug = rules.to_vec();
+    debug.push("--debug-filter");
+    let r = create(&tree, &dir.path().join("none.dwarfs"), &debug);
+    assert_ok(&r, "debug-filter");
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        text.contains("- /src/main.o") && text.contains("+ /src/keep.o"),
+        "{text}"
+    );
+    assert!(!dir.path().join("none.dwarfs").exists());
+}
+
+#[test]
+fn an_input_list_selects_paths() {
+    if shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    small_tree(&tree);
+    let list = dir.path().join("list");
+    std::fs::write(&list, "./v1/lib.bin\nv2/README\n\n").unwrap();
+    let image = dir.path().join("l.dwarfs");
+    assert_ok(
+        &create(&tree, &image, &["--input-list", list.to_str().unwrap()]),
+        "create",
+    );
+    let listing =
+        String::from_utf8_lossy(&run(&["ls", "-R", image.to_str().unwrap()]).stdout).to_string();
+    let mut names: Vec<&str> = listing.lines().collect();
+    names.sort();
+    assert_eq!(names, ["v1", "v1/lib.bin", "v2", "v2/README"], "{listing}");
+}
+
+#[test]
+fn rewrite_recompresses_and_rebuilds_metadata() {
+    if shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    small_tree(&tree);
+    let manifest = manifest_of(&tree);
+    let image = dir.path().join("orig.dwarfs");
+    assert_ok(
+        &create(&tree, &image, &["-l", "1", "--time-resolution=ns"]),
+        "create",
+    );
+    // Recompress everything with other codecs.
+    let lzma = dir.path().join("lzma.dwarfs");
+    let r = run(&[
+        "rewrite",
+        image.to_str().unwrap(),
+        "-o",
+        lzma.to_str().unwrap(),
+        "-C",
+        "lzma:level=6",
+        "--metadata-compression",
+        "zstd:level=19",
+        "--no-progress",
+    ]);
+    assert_ok(&r, "rewrite");
+    assert_ok(&run(&["check", "--full", lzma.to_str().unwrap()]), "check");
+    assert_extracts_to(&lzma, &manifest);
+    let info = String::from_utf8_lossy(&run(&["info", lzma.to_str().unwrap()]).stdout).to_string();
+    assert!(info.contains("lzma"), "{info}");
+    // As mkdwarfs: rebuild the metadata with new owners and permissions.
+    let bin = dir.path().join("mkdwarfs");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_hoard"), &bin).unwrap();
+    let rebuilt = dir.path().join("rebuilt.dwarfs");
+    let r = Command::new(&bin)
+        .args([
+            "-i",
+            image.to_str().unwrap(),
+            "-o",
+            rebuilt.to_str().unwrap(),
+        ])
+        .args([
+            "--recompress=none",
+            "--rebuild-metadata",
+            "--set-owner",
+            "4321",
+        ])
+        .args(["--chmod", "F0600", "--no-progress"])
+        .output()
+        .unwrap();
+    assert_ok(&r, "mkdwarfs --recompress");
+    let ls = String::from_utf8_lossy(&run(&["ls", "-l", rebuilt.to_str().unwrap(), "v1"]).stdout)
+        .to_string();
+    assert!(ls.contains("-rw-------") && ls.contains("4321"), "{ls}");
+}

@@ -1,0 +1,535 @@
+//! Frozen2 encoding: a value tree is given the smallest layout that holds
+//! it (each integer position gets the bits its largest value needs;
+//! positions that are always default get no layout at all), then the
+//! schema and the bit-packed data are written. The inverse of
+//! [`crate::frozen`].
+//!
+//! Conventions (those DwarFS and the `dwarfs` crate read): all field
+//! offsets are bit offsets (stored negative), fields are laid out in id
+//! order, the root layout records its size in bytes, the root value sits at
+//! byte 0 and the items of every list and the bytes of every string follow
+//! in the order they are met, each at a byte boundary, found through its
+//! `distance` from the storage start of the value holding it.
+
+use super::thrift::encode_struct;
+use crate::thrift::Value;
+use std::collections::BTreeMap;
+
+/// A value to freeze.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frozen {
+    /// An unsigned integer or bool.
+    Uint(u64),
+    /// A struct: fields by id (absent fields are default).
+    Struct(BTreeMap<i16, Frozen>),
+    /// A list or set (sets sorted by the caller).
+    List(Vec<Frozen>),
+    /// A map, sorted by key by the caller.
+    Map(Vec<(Frozen, Frozen)>),
+    /// A string or binary.
+    Bytes(Vec<u8>),
+    /// An optional value.
+    Optional(Option<Box<Frozen>>),
+}
+
+impl Frozen {
+    /// A struct from (id, value) pairs.
+    pub fn fields(fields: impl IntoIterator<Item = (i16, Frozen)>) -> Frozen {
+        Frozen::Struct(fields.into_iter().collect())
+    }
+
+    /// A set optional value.
+    pub fn some(v: Frozen) -> Frozen {
+        Frozen::Optional(Some(Box::new(v)))
+    }
+
+    /// A list of integers.
+    pub fn uints<T: Into<u64> + Copy>(values: &[T]) -> Frozen {
+        Frozen::List(values.iter().map(|&v| Frozen::Uint(v.into())).collect())
+    }
+}
+
+/// The layout of one position of the value tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum Layout {
+    /// Always default: takes no bits, has no schema entry.
+    #[default]
+    Empty,
+    Int(u32),
+    /// Fields by id: (layout, bit offset); total bits.
+    Struct(BTreeMap<i16, Layout>),
+    /// A list, map or string: distance bits, count bits, item layout
+    /// (`None` for strings, whose items are raw bytes).
+    Seq {
+        count_bits: u32,
+        item: Option<Box<Layout>>,
+        /// Whether any instance has data (so needs a distance).
+        has_data: bool,
+    },
+}
+
+fn bits_for(v: u64) -> u32 {
+    u64::BITS - v.leading_zeros()
+}
+
+impl Layout {
+    /// Widens this layout so it also holds `v`.
+    fn merge(&mut self, v: &Frozen) {
+        match v {
+            Frozen::Uint(x) => {
+                let b = bits_for(*x);
+                match self {
+                    Layout::Empty if b > 0 => *self = Layout::Int(b),
+                    Layout::Int(old) => *old = (*old).max(b),
+                    _ => {}
+                }
+            }
+            Frozen::Struct(fields) => {
+                if matches!(self, Layout::Empty) {
+                    *self = Layout::Struct(BTreeMap::new());
+                }
+                if let Layout::Struct(ls) = self {
+                    for (id, f) in fields {
+                        ls.entry(*id).or_default().merge(f);
+                    }
+                }
+            }
+            Frozen::Optional(o) => {
+                let fields: BTreeMap<i16, Frozen> = match o {
+                    Some(v) => BTreeMap::from([(1, Frozen::Uint(1)), (2, (**v).clone())]),
+                    None => BTreeMap::new(),
+                };
+                self.merge(&Frozen::Struct(fields));
+            }
+            Frozen::List(items) => {
+                self.seq(items.len());
+                if let Layout::Seq { item, .. } = self {
+                    let il = item.get_or_insert_with(Default::default);
+                    for i in items {
+                        il.merge(i);
+                    }
+                }
+            }
+            Frozen::Map(entries) => {
+                self.seq(entries.len());
+                if let Layout::Seq { item, .. } = self {
+                    let il = item.get_or_insert_with(Default::default);
+                    for (k, v) in entries {
+                        il.merge(&Frozen::fields([(1, k.clone()), (2, v.clone())]));
+                    }
+                }
+            }
+            Frozen::Bytes(b) => self.seq(b.len()),
+        }
+    }
+
+    fn seq(&mut self, count: usize) {
+        if matches!(self, Layout::Empty) {
+            *self = Layout::Seq {
+                count_bits: 0,
+                item: None,
+                has_data: false,
+            };
+        }
+        if let Layout::Seq {
+            count_bits,
+            has_data,
+            ..
+        } = self
+        {
+            *count_bits = (*count_bits).max(bits_for(count as u64));
+            *has_data |= count > 0;
+        }
+    }
+}
+
+/// A finished layout: bits and field offsets, ready for the schema.
+#[derive(Debug, Clone)]
+struct Placed {
+    bits: u32,
+    kind: PlacedKind,
+}
+
+#[derive(Debug, Clone)]
+enum PlacedKind {
+    Int,
+    /// Field id -> (offset in bits, layout).
+    Struct(BTreeMap<i16, (u32, Placed)>),
+}
+
+/// Gives every non-empty position its bits and offsets. Sequences become
+/// structs of distance (1), count (2) and item (3).
+fn place(l: &Layout, distance_bits: u32) -> Option<Placed> {
+    match l {
+        Layout::Empty => None,
+        Layout::Int(b) => Some(Placed {
+            bits: *b,
+            kind: PlacedKind::Int,
+        }),
+        Layout::Struct(fields) => {
+            let mut offset = 0u32;
+            let mut out = BTreeMap::new();
+            for (id, f) in fields {
+                if let Some(p) = place(f, distance_bits) {
+                    let bits = p.bits;
+                    out.insert(*id, (offset, p));
+                    offset += bits;
+                }
+            }
+            (offset > 0).then_some(Placed {
+                bits: offset,
+                kind: PlacedKind::Struct(out),
+            })
+        }
+        Layout::Seq {
+            count_bits,
+            item,
+            has_data,
+        } => {
+            // Strings (no item layout) store bytes; lists store items
+            // only when those take bits.
+            let item = item.as_ref().map(|i| place(i, distance_bits));
+            let needs_distance = *has_data && item.as_ref().is_none_or(Option::is_some);
+            let item = item.flatten();
+            let mut fields = BTreeMap::new();
+            let mut offset = 0;
+            if needs_distance {
+                fields.insert(1, Layout::Int(distance_bits.max(1)));
+            }
+            if *count_bits > 0 {
+                fields.insert(2, Layout::Int(*count_bits));
+            }
+            let mut out = BTreeMap::new();
+            for (id, f) in &fields {
+                let p = place(f, distance_bits).expect("non-empty");
+                let bits = p.bits;
+                out.insert(*id, (offset, p));
+                offset += bits;
+            }
+            if let Some(i) = item {
+                out.insert(3, (offset, i));
+            }
+            (offset > 0).then_some(Placed {
+                bits: offset,
+                kind: PlacedKind::Struct(out),
+            })
+        }
+    }
+}
+
+/// Bit-level writer over a growing buffer.
+struct Bits {
+    buf: Vec<u8>,
+    max_distance: u64,
+}
+
+impl Bits {
+    fn put(&mut self, bit: u64, bits: u32, value: u64) {
+        let mut pos = bit;
+        let mut left = bits;
+        let mut v = value;
+        while left > 0 {
+            let byte = (pos / 8) as usize;
+            let shift = (pos % 8) as u32;
+            let take = (8 - shift).min(left);
+            let mask = ((1u16 << take) - 1) as u8;
+            self.buf[byte] |= ((v as u8) & mask) << shift;
+            v = if take >= 64 { 0 } else { v >> take };
+            pos += u64::from(take);
+            left -= take;
+        }
+    }
+
+    /// Reserves `bytes` at the end; returns where they start.
+    fn reserve(&mut self, bytes: usize) -> usize {
+        let start = self.buf.len();
+        self.buf.resize(start + bytes, 0);
+        start
+    }
+}
+
+fn field(p: &Placed, id: i16) -> Option<&(u32, Placed)> {
+    match &p.kind {
+        PlacedKind::Struct(f) => f.get(&id),
+        PlacedKind::Int => None,
+    }
+}
+
+/// Writes `v` with layout `p` at absolute bit `bit`; `storage` is the byte
+/// that distances of lists inside `v` count from.
+fn write(out: &mut Bits, v: &Frozen, p: &Placed, storage: usize, bit: u64) {
+    match v {
+        Frozen::Uint(x) => out.put(bit, p.bits, *x),
+        Frozen::Struct(fields) => {
+            for (id, f) in fields {
+                if let Some((off, fp)) = field(p, *id) {
+                    write(out, f, fp, storage, bit + u64::from(*off));
+                }
+            }
+        }
+        Frozen::Optional(o) => {
+            if let Some(v) = o {
+                if let Some((off, fp)) = field(p, 1) {
+                    out.put(bit + u64::from(*off), fp.bits, 1);
+                }
+                if let Some((off, fp)) = field(p, 2) {
+                    write(out, v, fp, storage, bit + u64::from(*off));
+                }
+            }
+        }
+        Frozen::List(items) => {
+            write_seq(
+                out,
+                items.len(),
+                p,
+                storage,
+                bit,
+                |out, item, start, i, stride| {
+                    write(
+                        out,
+                        &items[i],
+                        item,
+                        start,
+                        start as u64 * 8 + i as u64 * stride,
+                    );
+                },
+            );
+        }
+        Frozen::Map(entries) => {
+            write_seq(
+                out,
+                entries.len(),
+                p,
+                storage,
+                bit,
+                |out, item, start, i, stride| {
+                    let (k, v) = &entries[i];
+                    let at = start as u64 * 8 + i as u64 * stride;
+                    if let Some((off, kp)) = field(item, 1) {
+                        write(out, k, kp, start, at + u64::from(*off));
+                    }
+                    if let Some((off, vp)) = field(item, 2) {
+                        write(out, v, vp, start, at + u64::from(*off));
+                    }
+                },
+            );
+        }
+        Frozen::Bytes(b) => {
+            let start = out.reserve(b.len());
+            out.buf[start..].copy_from_slice(b);
+            if let Some((off, dp)) = field(p, 1) {
+                if !b.is_empty() {
+                    let d = (start - storage) as u64;
+                    out.max_distance = out.max_distance.max(d);
+                    out.put(bit + u64::from(*off), dp.bits, d);
+                }
+            }
+            if let Some((off, cp)) = field(p, 2) {
+                out.put(bit + u64::from(*off), cp.bits, b.len() as u64);
+            }
+        }
+    }
+}
+
+/// Writes the header of a list or map of `count` items and reserves its
+/// item area; `item` writes item `i` given the item layout, the area's
+/// start byte, `i` and the item stride in bits.
+fn write_seq(
+    out: &mut Bits,
+    count: usize,
+    p: &Placed,
+    storage: usize,
+    bit: u64,
+    item: impl Fn(&mut Bits, &Placed, usize, usize, u64),
+) {
+    if let Some((off, cp)) = field(p, 2) {
+        out.put(bit + u64::from(*off), cp.bits, count as u64);
+    }
+    let Some((_, ip)) = field(p, 3) else {
+        return;
+    };
+    if count == 0 || ip.bits == 0 {
+        return;
+    }
+    let stride = u64::from(ip.bits);
+    let start = out.reserve((count as u64 * stride).div_ceil(8) as usize);
+    if let Some((off, dp)) = field(p, 1) {
+        let d = (start - storage) as u64;
+        out.max_distance = out.max_distance.max(d);
+        out.put(bit + u64::from(*off), dp.bits, d);
+    }
+    for i in 0..count {
+        item(out, ip, start, i, stride);
+    }
+}
+
+/// Adds the layouts of `p` (and everything below it) to `layouts`;
+/// returns its id.
+fn schema_layout(p: &Placed, layouts: &mut Vec<Value>, root: bool) -> i16 {
+    let mut fields = Vec::new();
+    if let PlacedKind::Struct(fs) = &p.kind {
+        for (id, (off, fp)) in fs {
+            let lid = schema_layout(fp, layouts, false);
+            fields.push((
+                Value::Int(i64::from(*id)),
+                Value::Struct(BTreeMap::from([
+                    (1, Value::Int(i64::from(lid))),
+                    (2, Value::Int(-i64::from(*off))),
+                ])),
+            ));
+        }
+    }
+    let size = if root { p.bits.div_ceil(8) } else { 0 };
+    layouts.push(Value::Struct(BTreeMap::from([
+        (1, Value::Int(i64::from(size))),
+        (2, Value::Int(i64::from(p.bits))),
+        (3, Value::Map(fields)),
+        (4, Value::Binary(Vec::new())),
+    ])));
+    (layouts.len() - 1) as i16
+}
+
+/// Why a value cannot be frozen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FreezeError {
+    /// A struct needs more bits than a layout offset can address.
+    #[error("a structure needs more than 32767 bits")]
+    TooWide,
+    /// More layouts than a schema can number.
+    #[error("more than 32767 layouts")]
+    TooManyLayouts,
+}
+
+fn check_widths(p: &Placed) -> Result<(), FreezeError> {
+    if p.bits > i16::MAX as u32 {
+        return Err(FreezeError::TooWide);
+    }
+    if let PlacedKind::Struct(fs) = &p.kind {
+        for (_, fp) in fs.values() {
+            check_widths(fp)?;
+        }
+    }
+    Ok(())
+}
+
+/// Freezes `root` (a struct): returns the schema (thrift compact) and the
+/// data.
+pub fn freeze(root: &Frozen) -> Result<(Vec<u8>, Vec<u8>), FreezeError> {
+    let mut layout = Layout::default();
+    layout.merge(root);
+    // Distances are not known before the data is written: write once with
+    // 32-bit distances, then again with just the bits the largest needs
+    // (smaller distances can only make the data shorter).
+    let mut distance_bits = 32;
+    loop {
+        let placed = place(&layout, distance_bits).unwrap_or(Placed {
+            bits: 0,
+            kind: PlacedKind::Struct(BTreeMap::new()),
+        });
+        check_widths(&placed)?;
+        let mut out = Bits {
+            buf: vec![0; placed.bits.div_ceil(8) as usize],
+            max_distance: 0,
+        };
+        write(&mut out, root, &placed, 0, 0);
+        let needed = bits_for(out.max_distance).max(1);
+        if needed < distance_bits {
+            distance_bits = needed;
+            continue;
+        }
+        let mut layouts = Vec::new();
+        let root_id = schema_layout(&placed, &mut layouts, true);
+        if layouts.len() > i16::MAX as usize {
+            return Err(FreezeError::TooManyLayouts);
+        }
+        let schema = Value::Struct(BTreeMap::from([
+            (1, Value::Bool(true)),
+            (
+                2,
+                Value::Map(
+                    layouts
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, l)| (Value::Int(i as i64), l))
+                        .collect(),
+                ),
+            ),
+            (3, Value::Int(i64::from(root_id))),
+            (4, Value::Int(1)),
+        ]));
+        return Ok((encode_struct(&schema), out.buf));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frozen::Schema;
+
+    fn sample() -> Frozen {
+        Frozen::fields([
+            (1, Frozen::Uint(5)),
+            (2, Frozen::Uint(0)),
+            (3, Frozen::Uint(u64::MAX)),
+            (4, Frozen::uints(&[1u32, 2, 3, 4_000_000])),
+            (
+                5,
+                Frozen::List(vec![
+                    Frozen::fields([(1, Frozen::Uint(1)), (2, Frozen::Bytes(b"abc".to_vec()))]),
+                    Frozen::fields([(1, Frozen::Uint(0)), (2, Frozen::Bytes(Vec::new()))]),
+                    Frozen::fields([(1, Frozen::Uint(1)), (3, Frozen::uints(&[7u32, 8]))]),
+                ]),
+            ),
+            (6, Frozen::Optional(None)),
+            (7, Frozen::some(Frozen::Uint(9))),
+            (8, Frozen::some(Frozen::List(vec![]))),
+            (
+                9,
+                Frozen::Map(vec![
+                    (Frozen::Uint(1), Frozen::Uint(100)),
+                    (Frozen::Uint(5), Frozen::Uint(1 << 40)),
+                ]),
+            ),
+            (10, Frozen::List(vec![Frozen::Uint(0); 3])),
+            (11, Frozen::Bytes(b"a string".to_vec())),
+        ])
+    }
+
+    #[test]
+    fn frozen_values_read_back() {
+        let (schema, data) = freeze(&sample()).unwrap();
+        let schema = Schema::decode(&schema).unwrap();
+        let r = schema.root(&data);
+        assert_eq!(r.field(1).uint().unwrap(), 5);
+        assert_eq!(r.field(2).uint().unwrap(), 0);
+        assert!(!r.field(2).is_present());
+        assert_eq!(r.field(3).uint().unwrap(), u64::MAX);
+        let l = r.field(4).list().unwrap();
+        let v: Vec<u64> = (0..l.len()).map(|i| l.get(i).uint().unwrap()).collect();
+        assert_eq!(v, [1, 2, 3, 4_000_000]);
+        let s = r.field(5).list().unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(s.get(0).field(2).bytes().unwrap(), b"abc");
+        assert_eq!(s.get(1).field(2).bytes().unwrap(), b"");
+        assert_eq!(s.get(1).field(1).uint().unwrap(), 0);
+        let inner = s.get(2).field(3).list().unwrap();
+        assert_eq!(inner.get(1).uint().unwrap(), 8);
+        assert!(r.field(6).optional().unwrap().is_none());
+        assert_eq!(r.field(7).optional().unwrap().unwrap().uint().unwrap(), 9);
+        let empty = r.field(8).optional().unwrap().unwrap().list().unwrap();
+        assert!(empty.is_empty());
+        let m = r.field(9).list().unwrap();
+        assert_eq!(m.get(1).field(1).uint().unwrap(), 5);
+        assert_eq!(m.get(1).field(2).uint().unwrap(), 1 << 40);
+        assert_eq!(r.field(10).list().unwrap().len(), 3);
+        assert_eq!(r.field(11).bytes().unwrap(), b"a string");
+    }
+
+    #[test]
+    fn an_all_default_value_freezes_to_nothing() {
+        let (schema, data) = freeze(&Frozen::fields([(1, Frozen::Uint(0))])).unwrap();
+        let schema = Schema::decode(&schema).unwrap();
+        assert!(data.is_empty());
+        assert_eq!(schema.root(&data).field(1).uint().unwrap(), 0);
+    }
+}

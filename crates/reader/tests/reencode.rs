@@ -1,0 +1,99 @@
+//! The metadata encoder against real images: the metadata of every shared
+//! DwarFS image, re-encoded with each packing option, decodes to the same
+//! metadata.
+
+use hoard_format::metadata::{Metadata, Storage};
+use hoard_format::write::{encode_metadata, PackOptions};
+use hoard_reader::{Filesystem, FsOptions};
+use std::path::{Path, PathBuf};
+
+fn images() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/dwarfs-images");
+    let mut out = Vec::new();
+    for group in ["compat", "upstream", "misc"] {
+        let Ok(dir) = std::fs::read_dir(root.join(group)) else {
+            eprintln!("note: {} missing, skipping", root.display());
+            return Vec::new();
+        };
+        out.extend(
+            dir.map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "dwarfs")),
+        );
+    }
+    out.sort();
+    out
+}
+
+/// `meta` without what only describes how it was stored.
+fn comparable(meta: &Metadata) -> Metadata {
+    let mut m = meta.clone();
+    m.storage = Storage::default();
+    if let Some(o) = &mut m.options {
+        o.packed_chunk_table = false;
+        o.packed_directories = false;
+        o.packed_shared_files_table = false;
+    }
+    if m.options == Some(Default::default()) {
+        m.options = None;
+    }
+    m
+}
+
+#[test]
+fn every_image_reencodes_with_every_packing() {
+    let specs = [
+        "auto",
+        "none",
+        "all",
+        "plain",
+        "all,force",
+        "chunk_table",
+        "directories",
+        "shared_files",
+        "names,force",
+        "names_index",
+        "symlinks,symlinks_index",
+    ];
+    let mut checked = 0;
+    for image in images() {
+        let fs = match Filesystem::open(&image, &FsOptions::default()) {
+            Ok(fs) => fs,
+            // future-features.dwarfs is refused on purpose.
+            Err(e) => {
+                eprintln!("{}: {e}", image.display());
+                continue;
+            }
+        };
+        let original = comparable(fs.metadata());
+        for spec in specs {
+            let pack = PackOptions::parse(spec).unwrap();
+            let encoded = encode_metadata(fs.metadata(), &pack).unwrap();
+            let back = Metadata::decode(&encoded.schema, &encoded.data)
+                .unwrap_or_else(|e| panic!("{} -P {spec}: {e}", image.display()));
+            let back = comparable(&back);
+            if back != original {
+                let (a, b) = (format!("{original:#?}"), format!("{back:#?}"));
+                let first = a
+                    .lines()
+                    .zip(b.lines())
+                    .enumerate()
+                    .find(|(_, (x, y))| x != y)
+                    .map(|(i, (x, y))| format!("line {i}: {x} != {y}"));
+                panic!(
+                    "{} -P {spec}: metadata differs after re-encoding: {first:?}",
+                    image.display()
+                );
+            }
+        }
+        checked += 1;
+    }
+    eprintln!("{checked} images re-encoded");
+}
+
+#[test]
+fn packing_options_parse() {
+    assert_eq!(PackOptions::parse("auto").unwrap(), PackOptions::default());
+    assert!(PackOptions::parse("all").unwrap().chunk_table);
+    assert!(!PackOptions::parse("none").unwrap().names);
+    assert!(PackOptions::parse("names,bogus").is_err());
+}

@@ -1,0 +1,136 @@
+//! Stage 5: blocks are compressed on a pool of workers and written to the
+//! image in order. The segmenter hands over each finished block; a fixed
+//! number of tickets bounds how many blocks are in flight (queued, being
+//! compressed, or waiting for an earlier block to be written), so memory
+//! stays bounded however large the input is.
+
+use crate::output::ImageFile;
+use crate::segment::BlockSink;
+use crate::{Error, Result};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use hoard_codec::Compressor;
+use hoard_format::section::{Compression, SectionType};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Live counters, for progress display.
+#[derive(Debug, Default)]
+pub struct BlockProgress {
+    /// Blocks written.
+    pub blocks: AtomicU64,
+    /// Uncompressed bytes of the written blocks.
+    pub raw_bytes: AtomicU64,
+    /// Compressed bytes written.
+    pub compressed_bytes: AtomicU64,
+}
+
+/// Sends finished blocks to the compression workers.
+pub struct Dispatch {
+    todo: Sender<(u32, Arc<Vec<u8>>)>,
+    tickets: Receiver<()>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl BlockSink for Dispatch {
+    fn finished(&mut self, number: u32, data: Arc<Vec<u8>>) -> Result<()> {
+        if self.cancel.load(Ordering::Relaxed) {
+            return Err(Error::Interrupted);
+        }
+        // A ticket is returned when the block has been written.
+        self.tickets.recv().map_err(|_| Error::Interrupted)?;
+        self.todo
+            .send((number, data))
+            .map_err(|_| Error::Interrupted)
+    }
+}
+
+/// Compresses one block; a block that does not shrink is stored as is.
+fn compress(compressor: &dyn Compressor, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
+    let payload = compressor
+        .compress(data)
+        .map_err(|e| Error::Input(e.to_string()))?;
+    Ok(if payload.len() < data.len() {
+        (compressor.algo(), payload)
+    } else {
+        (Compression::NONE, data.to_vec())
+    })
+}
+
+/// Runs `produce` (the segmenter) with a [`Dispatch`] while `workers`
+/// threads compress its blocks and one thread writes them to `image` in
+/// order, with at most `in_flight` blocks in memory. Returns what
+/// `produce` returned.
+pub fn compress_blocks<T: Send>(
+    image: &mut ImageFile,
+    compressor: &dyn Compressor,
+    workers: usize,
+    in_flight: usize,
+    progress: &BlockProgress,
+    cancel: Arc<AtomicBool>,
+    produce: impl FnOnce(&mut Dispatch) -> Result<T> + Send,
+) -> Result<T> {
+    let in_flight = in_flight.max(1);
+    let (todo_tx, todo_rx) = bounded::<(u32, Arc<Vec<u8>>)>(in_flight);
+    let (done_tx, done_rx) = bounded::<(u32, Result<(Compression, Vec<u8>)>, u64)>(in_flight);
+    let (ticket_tx, ticket_rx) = bounded::<()>(in_flight);
+    for _ in 0..in_flight {
+        ticket_tx
+            .send(())
+            .expect("the channel has room for every ticket");
+    }
+    std::thread::scope(|s| {
+        for _ in 0..workers.max(1) {
+            let todo_rx = todo_rx.clone();
+            let done_tx = done_tx.clone();
+            s.spawn(move || {
+                for (number, data) in todo_rx {
+                    let result = compress(compressor, &data);
+                    if done_tx.send((number, result, data.len() as u64)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(done_tx);
+        drop(todo_rx);
+        let cancel_writer = Arc::clone(&cancel);
+        let writer = s.spawn(move || -> Result<()> {
+            let mut waiting = BTreeMap::new();
+            let mut next = 0u32;
+            for (number, result, raw) in done_rx {
+                waiting.insert(number, (result, raw));
+                while let Some((result, raw)) = waiting.remove(&next) {
+                    let (algo, payload) = result?;
+                    image.section(SectionType::BLOCK, algo, &payload)?;
+                    progress.blocks.fetch_add(1, Ordering::Relaxed);
+                    progress.raw_bytes.fetch_add(raw, Ordering::Relaxed);
+                    progress
+                        .compressed_bytes
+                        .fetch_add(payload.len() as u64, Ordering::Relaxed);
+                    next += 1;
+                    // The segmenter may be gone after an error; that's fine.
+                    let _ = ticket_tx.send(());
+                }
+            }
+            if cancel_writer.load(Ordering::Relaxed) {
+                return Err(Error::Interrupted);
+            }
+            Ok(())
+        });
+        let mut dispatch = Dispatch {
+            todo: todo_tx,
+            tickets: ticket_rx,
+            cancel: Arc::clone(&cancel),
+        };
+        let produced = produce(&mut dispatch);
+        if produced.is_err() {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        drop(dispatch);
+        let written = writer.join().unwrap_or(Err(Error::Interrupted));
+        let value = produced?;
+        written?;
+        Ok(value)
+    })
+}

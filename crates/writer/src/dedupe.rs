@@ -1,0 +1,105 @@
+//! Stage 2: whole-file deduplication. Every regular file is read once:
+//! files are grouped by size, then by an XXH3-128 hash of their contents,
+//! so each distinct content is stored once and its duplicates share it.
+//! The same read computes each content's similarity fingerprint, which the
+//! ordering stage uses.
+
+use crate::order::Fingerprint;
+use crate::tree::Tree;
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+use xxhash_rust::xxh3::Xxh3;
+
+/// One distinct file content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Content {
+    /// Its size.
+    pub size: u64,
+    /// The files (indices into [`Tree::files`]) with this content, sorted.
+    pub files: Vec<usize>,
+    /// Similarity fingerprint of the content.
+    pub fingerprint: Fingerprint,
+}
+
+/// The distinct contents of a tree.
+#[derive(Debug, Default)]
+pub struct Deduped {
+    /// Distinct contents, in order of their first file.
+    pub contents: Vec<Content>,
+    /// Files that could not be read (index into [`Tree::files`], error);
+    /// they are left out of the image.
+    pub unreadable: Vec<(usize, String)>,
+}
+
+/// Live counters, for progress display.
+#[derive(Debug, Default)]
+pub struct DedupeProgress {
+    /// Bytes hashed so far.
+    pub bytes: AtomicU64,
+    /// Files hashed so far.
+    pub files: AtomicU64,
+}
+
+/// What reading one file found.
+struct Digest {
+    hash: u128,
+    size: u64,
+    fingerprint: Fingerprint,
+}
+
+fn digest(path: &std::path::Path, progress: &DedupeProgress) -> std::io::Result<Digest> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Xxh3::new();
+    let mut fingerprint = crate::order::Fingerprinter::default();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        fingerprint.update(&buf[..n]);
+        size += n as u64;
+        progress.bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    progress.files.fetch_add(1, Ordering::Relaxed);
+    Ok(Digest {
+        hash: hasher.digest128(),
+        size,
+        fingerprint: fingerprint.finish(),
+    })
+}
+
+/// Reads every file of `tree` and groups equal contents.
+pub fn dedupe(tree: &Tree, progress: &DedupeProgress) -> Deduped {
+    let digests: Vec<std::io::Result<Digest>> = tree
+        .files
+        .par_iter()
+        .map(|f| digest(&f.source, progress))
+        .collect();
+    let mut out = Deduped::default();
+    let mut by_key: HashMap<(u64, u128), usize> = HashMap::new();
+    for (file, d) in digests.into_iter().enumerate() {
+        match d {
+            Ok(d) => {
+                let next = out.contents.len();
+                let c = *by_key.entry((d.size, d.hash)).or_insert(next);
+                if c == next {
+                    out.contents.push(Content {
+                        size: d.size,
+                        files: Vec::new(),
+                        fingerprint: d.fingerprint,
+                    });
+                }
+                out.contents[c].files.push(file);
+            }
+            Err(e) => out.unreadable.push((file, e.to_string())),
+        }
+    }
+    out
+}

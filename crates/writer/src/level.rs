@@ -1,0 +1,125 @@
+//! The `-l 0..9` presets: block size, codecs, segmenter window and order per
+//! level, as DwarFS's `mkdwarfs -H` table defines them (with zstd, lzma and
+//! lz4 all available). Level 7 is the default.
+
+use crate::order::Order;
+
+/// The settings one level stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Level {
+    /// Block size, as a power of two.
+    pub block_size_bits: u32,
+    /// Block compression.
+    pub data: &'static str,
+    /// Schema and history compression.
+    pub schema: &'static str,
+    /// Metadata compression.
+    pub metadata: &'static str,
+    /// Segmenter window size, as a power of two; 0 turns segmenting off.
+    pub window_bits: u32,
+    /// Window step, as a right shift of the window size.
+    pub window_step_shift: u32,
+    /// File order.
+    pub order: Order,
+}
+
+/// The default level.
+pub const DEFAULT_LEVEL: u8 = 7;
+
+const SCHEMA: &str = "zstd:level=16";
+
+const LEVELS: [Level; 10] = [
+    level(20, "null", "null", "null", 0, 0, Order::None),
+    level(20, "lz4", SCHEMA, "null", 0, 0, Order::Path),
+    level(20, "lz4hc:level=9", SCHEMA, "null", 0, 0, Order::Path),
+    level(
+        21,
+        "lz4hc:level=9",
+        SCHEMA,
+        "null",
+        12,
+        1,
+        Order::Similarity,
+    ),
+    level(
+        22,
+        "zstd:level=11",
+        SCHEMA,
+        "null",
+        12,
+        2,
+        Order::Similarity,
+    ),
+    level(
+        23,
+        "zstd:level=19",
+        SCHEMA,
+        "null",
+        12,
+        2,
+        Order::Similarity,
+    ),
+    level(
+        24,
+        "zstd:level=22",
+        SCHEMA,
+        "null",
+        12,
+        3,
+        Order::Similarity,
+    ),
+    level(
+        24,
+        "zstd:level=22",
+        SCHEMA,
+        "zstd:level=22",
+        12,
+        3,
+        Order::Similarity,
+    ),
+    level(
+        24,
+        "lzma:level=9",
+        SCHEMA,
+        "lzma:level=9",
+        12,
+        4,
+        Order::Similarity,
+    ),
+    level(
+        26,
+        "lzma:level=9",
+        SCHEMA,
+        "lzma:level=9",
+        12,
+        4,
+        Order::Similarity,
+    ),
+];
+
+const fn level(
+    block_size_bits: u32,
+    data: &'static str,
+    schema: &'static str,
+    metadata: &'static str,
+    window_bits: u32,
+    window_step_shift: u32,
+    order: Order,
+) -> Level {
+    Level {
+        block_size_bits,
+        data,
+        schema,
+        metadata,
+        window_bits,
+        window_step_shift,
+        order,
+    }
+}
+
+impl Level {
+    /// The settings of level `n` (0 to 9).
+    pub fn get(n: u8) -> Option<Level> {
+        LEVELS.get(n as usize).copied()
+    }
+}

@@ -1,0 +1,123 @@
+//! The image file: an optional header prefix, then sections, each numbered
+//! and hashed, then the section index. It is written to a temporary file
+//! beside the target and renamed into place only when complete, so an
+//! interrupted or failed build leaves nothing behind.
+
+use crate::{Error, Result};
+use hoard_format::section::{
+    encode_header_v2, encode_index_entry, Compression, IndexEntry, SectionType,
+};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use tempfile::NamedTempFile;
+
+/// An image being written.
+pub struct ImageFile {
+    target: PathBuf,
+    force: bool,
+    out: BufWriter<NamedTempFile>,
+    /// Bytes written since the first section.
+    position: u64,
+    index: Vec<IndexEntry>,
+}
+
+impl ImageFile {
+    /// Starts an image that will become `target` (which must not exist
+    /// unless `force`), writing `header` before the first section.
+    pub fn create(target: &Path, force: bool, header: Option<&[u8]>) -> Result<Self> {
+        if !force && target.symlink_metadata().is_ok() {
+            return Err(Error::Input(format!(
+                "{}: already exists (use -f to overwrite)",
+                target.display()
+            )));
+        }
+        let dir = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".hoard-")
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(|e| Error::io(dir, e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, tmp);
+        if let Some(h) = header {
+            out.write_all(h).map_err(|e| Error::io(target, e))?;
+        }
+        Ok(ImageFile {
+            target: target.to_path_buf(),
+            force,
+            out,
+            position: 0,
+            index: Vec::new(),
+        })
+    }
+
+    /// The (device, inode) of the temporary file, so a scan of the input
+    /// can leave it out.
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = self.out.get_ref().as_file().metadata().ok()?;
+        Some((m.dev(), m.ino()))
+    }
+
+    /// Appends one section.
+    pub fn section(
+        &mut self,
+        kind: SectionType,
+        compression: Compression,
+        payload: &[u8],
+    ) -> Result<()> {
+        let number = u32::try_from(self.index.len())
+            .map_err(|_| Error::Input("too many sections".into()))?;
+        let header = encode_header_v2(number, kind, compression, payload);
+        self.index.push(IndexEntry {
+            kind,
+            offset: self.position,
+        });
+        self.out
+            .write_all(&header)
+            .and_then(|_| self.out.write_all(payload))
+            .map_err(|e| Error::io(&self.target, e))?;
+        self.position += (header.len() + payload.len()) as u64;
+        Ok(())
+    }
+
+    /// Appends the section index (unless `with_index` is false), flushes,
+    /// and renames the file into place. Returns the image size.
+    pub fn finish(mut self, with_index: bool) -> Result<u64> {
+        if with_index {
+            let mut entries = self.index.clone();
+            entries.push(IndexEntry {
+                kind: SectionType::SECTION_INDEX,
+                offset: self.position,
+            });
+            let payload: Vec<u8> = entries
+                .iter()
+                .flat_map(|e| encode_index_entry(*e).to_le_bytes())
+                .collect();
+            self.section(SectionType::SECTION_INDEX, Compression::NONE, &payload)?;
+        }
+        let target = self.target.clone();
+        let tmp = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::io(&target, e.into_error()))?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| Error::io(&target, e))?;
+        let size = tmp
+            .as_file()
+            .metadata()
+            .map_err(|e| Error::io(&target, e))?
+            .len();
+        if self.force {
+            tmp.persist(&target)
+                .map_err(|e| Error::io(&target, e.error))?;
+        } else {
+            tmp.persist_noclobber(&target)
+                .map_err(|e| Error::io(&target, e.error))?;
+        }
+        Ok(size)
+    }
+}

@@ -1,0 +1,243 @@
+//! `hoard rewrite` (`mkdwarfs --recompress`): write an existing image again
+//! with other codecs or metadata options, without reading the original
+//! tree. Blocks are recompressed in parallel (or copied as they are), the
+//! metadata is re-encoded (or copied), and a history entry is added.
+//!
+//! `--rebuild-metadata` re-applies owner, group, time and permission
+//! overrides and the packing options to the stored metadata.
+
+use crate::blocks::{compress_blocks, BlockProgress};
+use crate::chmod::Chmod;
+use crate::output::ImageFile;
+use crate::{Error, Result};
+use hoard_format::history::{decode_history, HistoryEntry};
+use hoard_format::metadata::Metadata;
+use hoard_format::section::{Compression, SectionType};
+use hoard_format::write::{encode_metadata, PackOptions};
+use hoard_reader::{Filesystem, Image, ImageOffset, OpenOptions};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Overrides applied when the metadata is rebuilt.
+#[derive(Debug, Clone, Default)]
+pub struct Rebuild {
+    /// Owner of every entry.
+    pub set_owner: Option<u32>,
+    /// Group of every entry.
+    pub set_group: Option<u32>,
+    /// Time of every entry (seconds since the epoch).
+    pub set_time: Option<u64>,
+    /// Permission changes.
+    pub chmod: Option<Chmod>,
+}
+
+/// What `rewrite` does.
+#[derive(Debug)]
+pub struct RewriteOptions {
+    /// The image to read.
+    pub input: PathBuf,
+    /// Where it starts in its file.
+    pub offset: ImageOffset,
+    /// The image to write.
+    pub output: PathBuf,
+    /// Overwrite an existing output.
+    pub force: bool,
+    /// New block compression; `None` copies blocks as they are.
+    pub data_compression: Option<String>,
+    /// New metadata compression; `None` keeps the metadata as it is,
+    /// unless `rebuild` is set.
+    pub metadata_compression: Option<String>,
+    /// Schema and history compression, used whenever they are rewritten.
+    pub schema_compression: String,
+    /// Re-apply these overrides and `pack` to the metadata.
+    pub rebuild: Option<Rebuild>,
+    /// Metadata packing, when the metadata is rewritten.
+    pub pack: PackOptions,
+    /// Compression threads.
+    pub workers: usize,
+    /// Memory for blocks in flight.
+    pub memory_limit: u64,
+    /// History entry to append, if any.
+    pub history: Option<HistoryEntry>,
+    /// Write a section index.
+    pub section_index: bool,
+    /// Bytes to put before the image.
+    pub header: Option<Vec<u8>>,
+}
+
+/// Sizes before and after.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RewriteSummary {
+    /// Blocks written.
+    pub blocks: u64,
+    /// Size of the input image.
+    pub input_bytes: u64,
+    /// Size of the output image.
+    pub output_bytes: u64,
+}
+
+fn reader_error(e: hoard_reader::Error) -> Error {
+    Error::Input(e.to_string())
+}
+
+/// Applies `rebuild` to the decoded metadata.
+fn apply(meta: &mut Metadata, r: &Rebuild) {
+    if let Some(uid) = r.set_owner {
+        meta.uids = vec![uid];
+        meta.inodes.iter_mut().for_each(|i| i.owner_index = 0);
+    }
+    if let Some(gid) = r.set_group {
+        meta.gids = vec![gid];
+        meta.inodes.iter_mut().for_each(|i| i.group_index = 0);
+    }
+    if let Some(t) = r.set_time {
+        meta.timestamp_base = t;
+        for i in &mut meta.inodes {
+            (
+                i.atime_offset,
+                i.mtime_offset,
+                i.ctime_offset,
+                i.btime_offset,
+            ) = (0, 0, 0, 0);
+            (
+                i.atime_subsec,
+                i.mtime_subsec,
+                i.ctime_subsec,
+                i.btime_subsec,
+            ) = (0, 0, 0, 0);
+        }
+    }
+    if let Some(chmod) = &r.chmod {
+        let new: Vec<u32> = meta.modes.iter().map(|&m| chmod.apply(m)).collect();
+        let mut distinct = new.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        for i in &mut meta.inodes {
+            let m = new[i.mode_index as usize];
+            i.mode_index = distinct.partition_point(|&x| x < m) as u32;
+        }
+        meta.modes = distinct;
+    }
+}
+
+/// Compresses with `spec`, keeping the data as is when that is smaller.
+fn pack(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
+    let c = hoard_codec::compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))?;
+    let out = c.compress(data).map_err(|e| Error::Input(e.to_string()))?;
+    Ok(if out.len() < data.len() {
+        (c.algo(), out)
+    } else {
+        (Compression::NONE, data.to_vec())
+    })
+}
+
+/// Rewrites an image.
+pub fn rewrite(
+    options: &RewriteOptions,
+    progress: &BlockProgress,
+    cancel: Arc<AtomicBool>,
+) -> Result<RewriteSummary> {
+    let open = OpenOptions {
+        offset: options.offset,
+        no_mmap: false,
+    };
+    let image = Image::open(&options.input, &open).map_err(reader_error)?;
+    let input_bytes = image.file_size();
+    let fs = Filesystem::from_image(image, 0).map_err(reader_error)?;
+    let image = fs.image();
+    let block_size = fs.metadata().block_size as usize;
+    let mut out = ImageFile::create(&options.output, options.force, options.header.as_deref())?;
+
+    let blocks: Vec<_> = image
+        .sections()
+        .iter()
+        .filter(|s| s.header.kind == SectionType::BLOCK)
+        .cloned()
+        .collect();
+    match &options.data_compression {
+        Some(spec) => {
+            let compressor =
+                hoard_codec::compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))?;
+            let in_flight = (options.memory_limit / block_size.max(1) as u64)
+                .clamp(1, 4 * options.workers.max(1) as u64) as usize;
+            compress_blocks(
+                &mut out,
+                compressor.as_ref(),
+                options.workers,
+                in_flight,
+                progress,
+                Arc::clone(&cancel),
+                |dispatch| {
+                    use crate::segment::BlockSink;
+                    for (n, s) in blocks.iter().enumerate() {
+                        let data = image.load(s, block_size).map_err(reader_error)?;
+                        dispatch.finished(n as u32, Arc::new(data))?;
+                    }
+                    Ok(())
+                },
+            )?;
+        }
+        None => {
+            for s in &blocks {
+                let payload = image.verified_payload(s).map_err(reader_error)?;
+                out.section(SectionType::BLOCK, s.header.compression, &payload)?;
+            }
+        }
+    }
+
+    let rewrite_meta = options.metadata_compression.is_some() || options.rebuild.is_some();
+    let find = |kind| {
+        image.find(kind).ok_or_else(|| {
+            Error::Input(format!(
+                "{}: no {} section",
+                options.input.display(),
+                kind.name()
+            ))
+        })
+    };
+    if rewrite_meta {
+        let mut meta = fs.metadata().clone();
+        if let Some(r) = &options.rebuild {
+            apply(&mut meta, r);
+        }
+        let encoded =
+            encode_metadata(&meta, &options.pack).map_err(|e| Error::Input(e.to_string()))?;
+        let (algo, payload) = pack(&options.schema_compression, &encoded.schema)?;
+        out.section(SectionType::METADATA_V2_SCHEMA, algo, &payload)?;
+        let spec = options
+            .metadata_compression
+            .clone()
+            .unwrap_or_else(|| "zstd:level=22".into());
+        let (algo, payload) = pack(&spec, &encoded.data)?;
+        out.section(SectionType::METADATA_V2, algo, &payload)?;
+    } else {
+        for kind in [SectionType::METADATA_V2_SCHEMA, SectionType::METADATA_V2] {
+            let s = find(kind)?;
+            let payload = image.verified_payload(s).map_err(reader_error)?;
+            out.section(kind, s.header.compression, &payload)?;
+        }
+    }
+
+    let mut history = match image.find(SectionType::HISTORY) {
+        Some(s) => {
+            let raw = image.load(s, 16 << 20).map_err(reader_error)?;
+            decode_history(&raw).map_err(|e| Error::Input(e.to_string()))?
+        }
+        None => Vec::new(),
+    };
+    if let Some(entry) = &options.history {
+        history.push(entry.clone());
+    }
+    if !history.is_empty() {
+        let encoded = hoard_format::write::encode_history(&history);
+        let (algo, payload) = pack(&options.schema_compression, &encoded)?;
+        out.section(SectionType::HISTORY, algo, &payload)?;
+    }
+    let output_bytes = out.finish(options.section_index)?;
+    Ok(RewriteSummary {
+        blocks: blocks.len() as u64,
+        input_bytes,
+        output_bytes,
+    })
+}

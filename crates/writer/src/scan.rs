@@ -1,0 +1,329 @@
+//! Stage 1: walk the input directory (subdirectories in parallel) and build
+//! the [`Tree`]. Nothing is read but directory listings and `lstat`.
+//!
+//! Unreadable or vanishing entries are reported as warnings and left out;
+//! the image stays valid. Hard links between regular files become one
+//! [`File`] named by several entries.
+
+use crate::filter::Filter;
+use crate::tree::{Attrs, Entry, File, Kind, Time, Tree};
+use crate::{Error, Result};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fs::Metadata;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// What to include while scanning.
+#[derive(Debug, Clone, Default)]
+pub struct ScanOptions {
+    /// Include character and block devices.
+    pub with_devices: bool,
+    /// Include fifos and sockets.
+    pub with_specials: bool,
+    /// Leave out directories that end up empty (after filtering).
+    pub remove_empty_dirs: bool,
+    /// Files to leave out by identity (device, inode): the image being
+    /// written, when it lies inside the input.
+    pub exclude: Vec<(u64, u64)>,
+    /// Only these paths (relative to the input, `/`-separated) and the
+    /// directories leading to them (`--input-list`).
+    pub only: Option<InputList>,
+}
+
+/// The paths named by `--input-list`, with every directory above them.
+#[derive(Debug, Clone, Default)]
+pub struct InputList {
+    paths: std::collections::HashSet<Vec<u8>>,
+}
+
+impl InputList {
+    /// Reads one path per line (relative to the input directory; a
+    /// leading `./` or `/` is ignored, empty lines are skipped).
+    pub fn parse(text: &[u8]) -> Self {
+        let mut paths = std::collections::HashSet::new();
+        for line in text.split(|&b| b == b'\n') {
+            let mut p = line.strip_suffix(b"\r").unwrap_or(line);
+            while let Some(rest) = p.strip_prefix(b"./").or_else(|| p.strip_prefix(b"/")) {
+                p = rest;
+            }
+            let p = p.strip_suffix(b"/").unwrap_or(p);
+            if p.is_empty() {
+                continue;
+            }
+            for (i, &b) in p.iter().enumerate() {
+                if b == b'/' {
+                    paths.insert(p[..i].to_vec());
+                }
+            }
+            paths.insert(p.to_vec());
+        }
+        InputList { paths }
+    }
+
+    fn contains(&self, path: &[u8]) -> bool {
+        self.paths.contains(path)
+    }
+}
+
+/// Live counters of a scan, for progress display.
+#[derive(Debug, Default)]
+pub struct ScanProgress {
+    /// Entries seen so far.
+    pub entries: AtomicU64,
+    /// Bytes in regular files seen so far.
+    pub bytes: AtomicU64,
+}
+
+/// The result of a scan: the tree and what could not be read.
+#[derive(Debug)]
+pub struct Scanned {
+    /// The tree.
+    pub tree: Tree,
+    /// One line per entry that was left out because of an error.
+    pub warnings: Vec<String>,
+}
+
+/// A scanned directory entry, before it is numbered.
+struct Node {
+    name: OsString,
+    path: PathBuf,
+    meta: Metadata,
+    /// Contents, for directories.
+    children: Option<Vec<Node>>,
+    /// Target, for symlinks.
+    target: Option<Vec<u8>>,
+}
+
+struct Walker<'a> {
+    options: &'a ScanOptions,
+    filter: Option<&'a Filter>,
+    progress: &'a ScanProgress,
+    warnings: Mutex<Vec<String>>,
+}
+
+impl Walker<'_> {
+    fn warn(&self, path: &Path, e: impl std::fmt::Display) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!("{}: {e}", path.display()));
+    }
+
+    /// Lists directory `path` (image path `rel`), recursing in parallel.
+    fn list(&self, path: &Path, rel: &[u8]) -> Vec<Node> {
+        let read = match std::fs::read_dir(path) {
+            Ok(r) => r,
+            Err(e) => {
+                self.warn(path, e);
+                return Vec::new();
+            }
+        };
+        let mut found = Vec::new();
+        for item in read {
+            match item {
+                Ok(d) => found.push(d.file_name()),
+                Err(e) => self.warn(path, e),
+            }
+        }
+        found.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        found
+            .into_par_iter()
+            .filter_map(|name| self.node(path, rel, name))
+            .collect()
+    }
+
+    fn node(&self, dir: &Path, dir_rel: &[u8], name: OsString) -> Option<Node> {
+        let path = dir.join(&name);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) => {
+                self.warn(&path, e);
+                return None;
+            }
+        };
+        let ft = meta.file_type();
+        if (ft.is_char_device() || ft.is_block_device()) && !self.options.with_devices
+            || (ft.is_fifo() || ft.is_socket()) && !self.options.with_specials
+            || self.options.exclude.contains(&(meta.dev(), meta.ino()))
+        {
+            return None;
+        }
+        let mut rel = dir_rel.to_vec();
+        if !rel.is_empty() {
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(name.as_bytes());
+        if let Some(only) = &self.options.only {
+            if !only.contains(&rel) {
+                return None;
+            }
+        }
+        if let Some(f) = self.filter {
+            if !f.includes(&rel, ft.is_dir()) {
+                return None;
+            }
+        }
+        self.progress.entries.fetch_add(1, Ordering::Relaxed);
+        let mut node = Node {
+            name,
+            path,
+            meta,
+            children: None,
+            target: None,
+        };
+        if ft.is_dir() {
+            let children = self.list(&node.path, &rel);
+            if children.is_empty() && self.options.remove_empty_dirs {
+                return None;
+            }
+            node.children = Some(children);
+        } else if ft.is_symlink() {
+            match std::fs::read_link(&node.path) {
+                Ok(t) => node.target = Some(t.into_os_string().into_vec()),
+                Err(e) => {
+                    self.warn(&node.path, e);
+                    return None;
+                }
+            }
+        } else if ft.is_file() {
+            self.progress
+                .bytes
+                .fetch_add(node.meta.len(), Ordering::Relaxed);
+        }
+        Some(node)
+    }
+}
+
+fn time(sec: i64, nsec: i64) -> Time {
+    Time {
+        sec,
+        nsec: nsec.clamp(0, 999_999_999) as u32,
+    }
+}
+
+fn attrs(m: &Metadata) -> Attrs {
+    Attrs {
+        mode: m.mode(),
+        uid: m.uid(),
+        gid: m.gid(),
+        atime: time(m.atime(), m.atime_nsec()),
+        mtime: time(m.mtime(), m.mtime_nsec()),
+        ctime: time(m.ctime(), m.ctime_nsec()),
+    }
+}
+
+/// Numbers the scanned nodes into a [`Tree`], joining hard links.
+#[derive(Default)]
+struct Builder {
+    tree: Tree,
+    links: HashMap<(u64, u64), usize>,
+}
+
+impl Builder {
+    fn add(&mut self, node: Node, parent: usize) -> usize {
+        let index = self.tree.entries.len();
+        let ft = node.meta.file_type();
+        let kind = if ft.is_dir() {
+            Kind::Dir {
+                children: Vec::new(),
+            }
+        } else if ft.is_symlink() {
+            Kind::Symlink {
+                target: node.target.unwrap_or_default(),
+            }
+        } else if ft.is_file() {
+            Kind::File {
+                file: self.file(&node),
+            }
+        } else if ft.is_char_device() || ft.is_block_device() {
+            Kind::Device {
+                rdev: node.meta.rdev(),
+            }
+        } else {
+            Kind::Special
+        };
+        self.tree.entries.push(Entry {
+            name: node.name.into_vec(),
+            parent,
+            kind,
+            attrs: attrs(&node.meta),
+        });
+        if let Some(children) = node.children {
+            let ids: Vec<usize> = children.into_iter().map(|c| self.add(c, index)).collect();
+            self.tree.entries[index].kind = Kind::Dir { children: ids };
+        }
+        index
+    }
+
+    /// The file index for regular file `node`, shared by its hard links.
+    fn file(&mut self, node: &Node) -> usize {
+        let key = (node.meta.dev(), node.meta.ino());
+        if node.meta.nlink() > 1 {
+            if let Some(&f) = self.links.get(&key) {
+                self.tree.files[f].links += 1;
+                return f;
+            }
+        }
+        let f = self.tree.files.len();
+        self.tree.files.push(File {
+            source: node.path.clone(),
+            size: node.meta.len(),
+            // Filled in once the whole tree is numbered.
+            path: Vec::new(),
+            links: 1,
+        });
+        if node.meta.nlink() > 1 {
+            self.links.insert(key, f);
+        }
+        f
+    }
+}
+
+/// Scans the directory `root` into a tree.
+pub fn scan(
+    root: &Path,
+    options: &ScanOptions,
+    filter: Option<&Filter>,
+    progress: &ScanProgress,
+) -> Result<Scanned> {
+    let meta = std::fs::metadata(root).map_err(|e| Error::io(root, e))?;
+    if !meta.is_dir() {
+        return Err(Error::Input(format!("{}: not a directory", root.display())));
+    }
+    let walker = Walker {
+        options,
+        filter,
+        progress,
+        warnings: Mutex::new(Vec::new()),
+    };
+    let children = walker.list(root, b"");
+    let root_node = Node {
+        name: OsString::new(),
+        path: root.to_path_buf(),
+        meta,
+        children: Some(children),
+        target: None,
+    };
+    let mut builder = Builder::default();
+    builder.add(root_node, 0);
+    let mut tree = builder.tree;
+    for i in 0..tree.entries.len() {
+        if let Kind::File { file } = tree.entries[i].kind {
+            if tree.files[file].path.is_empty() {
+                tree.files[file].path = tree.path(i);
+            }
+        }
+    }
+    Ok(Scanned {
+        tree,
+        warnings: walker
+            .warnings
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner()),
+    })
+}

@@ -1,0 +1,556 @@
+//! Stage 4: segmenting. File contents are appended to blocks, except byte
+//! ranges already present in the current block or the last `lookback`
+//! finished blocks: those become chunks that point at the earlier copy.
+//!
+//! Every `step` bytes of block data, the hash of the `window` bytes starting
+//! there is recorded (a rolling "buzhash", so indexing costs one update per
+//! byte). New data is scanned with the same rolling hash at every byte; a
+//! bloom filter in front of the per-block hash tables rejects most
+//! positions with one bit test. A hit is verified byte by byte, then grown
+//! backwards and forwards as far as the bytes agree, so matches are at least
+//! `window` bytes long and usually much longer.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+/// Window hashes are already well mixed: use them as their own hash.
+#[derive(Default)]
+struct SelfHasher(u64);
+
+impl Hasher for SelfHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// Window hash -> offset of the first window with it in a block.
+type WindowIndex = HashMap<u32, u32, BuildHasherDefault<SelfHasher>>;
+
+/// One piece of a file's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece {
+    /// Bytes in a block.
+    Data {
+        /// Block number.
+        block: u32,
+        /// Offset in the block.
+        offset: u32,
+        /// Length.
+        size: u32,
+    },
+    /// A hole of zeros (sparse files).
+    Hole(u64),
+}
+
+/// Settings of the segmenter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentConfig {
+    /// Block size in bytes (a power of two).
+    pub block_size: usize,
+    /// Window size in bytes; 0 turns segmenting off.
+    pub window: usize,
+    /// Distance between indexed windows, in bytes.
+    pub step: usize,
+    /// How many finished blocks are searched besides the current one.
+    pub lookback: usize,
+}
+
+/// Byte counts of a segmenter run, for the summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentStats {
+    /// Bytes appended to blocks.
+    pub stored: u64,
+    /// Bytes found in earlier data and referenced.
+    pub matched: u64,
+    /// Bytes in holes.
+    pub holes: u64,
+}
+
+/// Receives each block when it is full (and the last one at the end).
+pub trait BlockSink {
+    /// Takes finished block `number`.
+    fn finished(&mut self, number: u32, data: Arc<Vec<u8>>) -> crate::Result<()>;
+}
+
+/// Random values for the rolling hash, from a fixed seed.
+fn byte_table() -> [u32; 256] {
+    let mut t = [0u32; 256];
+    let mut s: u64 = 0x9e37_79b9_7f4a_7c15;
+    for v in t.iter_mut() {
+        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        *v = (z ^ (z >> 31)) as u32;
+    }
+    t
+}
+
+/// A buzhash over a fixed window.
+#[derive(Clone)]
+struct Roller {
+    table: [u32; 256],
+    /// Rotation applied to the byte leaving the window.
+    out_rot: u32,
+}
+
+impl Roller {
+    fn new(window: usize) -> Self {
+        Roller {
+            table: byte_table(),
+            out_rot: (window % 32) as u32,
+        }
+    }
+
+    fn hash(&self, data: &[u8]) -> u32 {
+        data.iter()
+            .fold(0u32, |h, &b| h.rotate_left(1) ^ self.table[b as usize])
+    }
+
+    #[inline]
+    fn roll(&self, h: u32, out: u8, inp: u8) -> u32 {
+        h.rotate_left(1)
+            ^ self.table[out as usize].rotate_left(self.out_rot)
+            ^ self.table[inp as usize]
+    }
+}
+
+/// A one-hash bloom filter over window hashes.
+struct Bloom {
+    bits: Vec<u64>,
+    mask: u32,
+}
+
+impl Bloom {
+    fn new(entries: usize) -> Self {
+        let nbits = (entries.max(64) * 16).next_power_of_two().min(1 << 31);
+        Bloom {
+            bits: vec![0; nbits / 64],
+            mask: (nbits - 1) as u32,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.bits.fill(0);
+    }
+
+    #[inline]
+    fn insert(&mut self, h: u32) {
+        let b = h.rotate_left(7) & self.mask;
+        self.bits[(b >> 6) as usize] |= 1 << (b & 63);
+    }
+
+    #[inline]
+    fn maybe(&self, h: u32) -> bool {
+        let b = h.rotate_left(7) & self.mask;
+        self.bits[(b >> 6) as usize] & (1 << (b & 63)) != 0
+    }
+}
+
+/// A finished block kept for matching.
+struct Kept {
+    number: u32,
+    data: Arc<Vec<u8>>,
+    index: WindowIndex,
+}
+
+/// Appends contents to blocks and finds repeated ranges.
+pub struct Segmenter<'a, S: BlockSink> {
+    config: SegmentConfig,
+    roller: Roller,
+    sink: &'a mut S,
+    kept: VecDeque<Kept>,
+    current: Vec<u8>,
+    current_number: u32,
+    current_index: WindowIndex,
+    /// Next window start in `current` to consider for indexing, and the
+    /// rolling hash of the window there (when `current` holds it).
+    index_pos: usize,
+    index_hash: Option<u32>,
+    bloom: Bloom,
+    stats: SegmentStats,
+}
+
+/// Pending literal bytes are flushed into the block (and indexed) once
+/// they reach this length, so repeats inside one long file are found too.
+const FLUSH_LITERAL: usize = 256 << 10;
+
+impl<'a, S: BlockSink> Segmenter<'a, S> {
+    /// A segmenter writing blocks to `sink`.
+    pub fn new(config: SegmentConfig, sink: &'a mut S) -> Self {
+        let per_block = if config.window > 0 {
+            config.block_size / config.step.max(1)
+        } else {
+            0
+        };
+        Segmenter {
+            config,
+            roller: Roller::new(config.window.max(1)),
+            sink,
+            kept: VecDeque::new(),
+            current: Vec::with_capacity(config.block_size),
+            current_number: 0,
+            current_index: WindowIndex::default(),
+            index_pos: 0,
+            index_hash: None,
+            bloom: Bloom::new(per_block * (config.lookback + 1)),
+            stats: SegmentStats::default(),
+        }
+    }
+
+    /// Adds the next piece of a file's data, appending its pieces to `out`.
+    pub fn add(&mut self, data: &[u8], out: &mut Vec<Piece>) -> crate::Result<()> {
+        let w = self.config.window;
+        if w == 0 || data.len() < w {
+            return self.append(data, out);
+        }
+        let mut lit = 0usize;
+        let mut p = 0usize;
+        let mut h = self.roller.hash(&data[..w]);
+        while p + w <= data.len() {
+            if self.bloom.maybe(h) {
+                if let Some((block, off)) = self.lookup(h, &data[p..p + w]) {
+                    let (start, offset, end) = self.extend(block, off, data, lit, p);
+                    self.append(&data[lit..start], out)?;
+                    let size = end - start;
+                    self.stats.matched += size as u64;
+                    push(
+                        out,
+                        Piece::Data {
+                            block,
+                            offset: offset as u32,
+                            size: size as u32,
+                        },
+                    );
+                    p = end;
+                    lit = end;
+                    if p + w <= data.len() {
+                        h = self.roller.hash(&data[p..p + w]);
+                    }
+                    continue;
+                }
+            }
+            if p - lit >= FLUSH_LITERAL {
+                self.append(&data[lit..p], out)?;
+                lit = p;
+            }
+            if p + w < data.len() {
+                h = self.roller.roll(h, data[p], data[p + w]);
+            }
+            p += 1;
+        }
+        self.append(&data[lit..], out)
+    }
+
+    /// Adds a hole of `size` zero bytes.
+    pub fn hole(&mut self, size: u64, out: &mut Vec<Piece>) {
+        self.stats.holes += size;
+        match out.last_mut() {
+            Some(Piece::Hole(s)) => *s += size,
+            _ => out.push(Piece::Hole(size)),
+        }
+    }
+
+    /// Finds an indexed window with hash `h` whose bytes equal `window`.
+    fn lookup(&self, h: u32, window: &[u8]) -> Option<(u32, usize)> {
+        let w = window.len();
+        if let Some(&off) = self.current_index.get(&h) {
+            let off = off as usize;
+            if self.current.get(off..off + w) == Some(window) {
+                return Some((self.current_number, off));
+            }
+        }
+        self.kept.iter().rev().find_map(|k| {
+            let off = *k.index.get(&h)? as usize;
+            (k.data.get(off..off + w) == Some(window)).then_some((k.number, off))
+        })
+    }
+
+    /// Grows a verified match at `data[p..]` = block `block` at `off`:
+    /// backwards down to `lit`, forwards to the end of data or block.
+    /// Returns (start in data, offset in block, end in data).
+    fn extend(
+        &self,
+        block: u32,
+        off: usize,
+        data: &[u8],
+        lit: usize,
+        p: usize,
+    ) -> (usize, usize, usize) {
+        let bytes: &[u8] = if block == self.current_number {
+            &self.current
+        } else {
+            self.kept
+                .iter()
+                .find(|k| k.number == block)
+                .map(|k| k.data.as_slice())
+                .unwrap_or(&[])
+        };
+        let back = data[lit..p]
+            .iter()
+            .rev()
+            .zip(bytes[..off].iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let w = self.config.window;
+        let fwd = data[p + w..]
+            .iter()
+            .zip(&bytes[off + w..])
+            .take_while(|(a, b)| a == b)
+            .count();
+        (p - back, off - back, p + w + fwd)
+    }
+
+    /// Appends literal bytes to blocks.
+    fn append(&mut self, mut data: &[u8], out: &mut Vec<Piece>) -> crate::Result<()> {
+        while !data.is_empty() {
+            let room = self.config.block_size - self.current.len();
+            let n = room.min(data.len());
+            let offset = self.current.len();
+            self.current.extend_from_slice(&data[..n]);
+            self.stats.stored += n as u64;
+            push(
+                out,
+                Piece::Data {
+                    block: self.current_number,
+                    offset: offset as u32,
+                    size: n as u32,
+                },
+            );
+            data = &data[n..];
+            self.index_current();
+            if self.current.len() == self.config.block_size {
+                self.finish_block()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the windows of the current block that are complete now.
+    fn index_current(&mut self) {
+        let (w, step) = (self.config.window, self.config.step.max(1));
+        if w == 0 {
+            return;
+        }
+        while self.index_pos + w <= self.current.len() {
+            let pos = self.index_pos;
+            let h = match self.index_hash {
+                Some(h) => h,
+                None => self.roller.hash(&self.current[pos..pos + w]),
+            };
+            if pos.is_multiple_of(step) {
+                self.current_index.entry(h).or_insert(pos as u32);
+                self.bloom.insert(h);
+            }
+            // Jump straight to the next indexed position when it is far.
+            let next = (pos / step + 1) * step;
+            if next - pos > w {
+                self.index_pos = next;
+                self.index_hash = None;
+            } else if pos + w < self.current.len() {
+                self.index_hash = Some(self.roller.roll(
+                    h,
+                    self.current[pos],
+                    self.current[pos + w],
+                ));
+                self.index_pos = pos + 1;
+            } else {
+                self.index_hash = None;
+                self.index_pos = pos + 1;
+                // The window at pos + 1 is not complete yet: hash it later.
+                break;
+            }
+        }
+    }
+
+    fn finish_block(&mut self) -> crate::Result<()> {
+        if self.current.is_empty() {
+            return Ok(());
+        }
+        let data = Arc::new(std::mem::replace(
+            &mut self.current,
+            Vec::with_capacity(self.config.block_size),
+        ));
+        self.sink.finished(self.current_number, Arc::clone(&data))?;
+        if self.config.window > 0 && self.config.lookback > 0 {
+            self.kept.push_back(Kept {
+                number: self.current_number,
+                data,
+                index: std::mem::take(&mut self.current_index),
+            });
+            if self.kept.len() > self.config.lookback {
+                self.kept.pop_front();
+            }
+        }
+        self.current_index.clear();
+        self.bloom.clear();
+        for k in &self.kept {
+            for &h in k.index.keys() {
+                self.bloom.insert(h);
+            }
+        }
+        self.current_number += 1;
+        self.index_pos = 0;
+        self.index_hash = None;
+        Ok(())
+    }
+
+    /// Hands over the last block; returns the number of blocks and stats.
+    pub fn finish(mut self) -> crate::Result<(u32, SegmentStats)> {
+        self.finish_block()?;
+        Ok((self.current_number, self.stats))
+    }
+}
+
+/// Appends `piece` to `out`, merging it into the last piece when it
+/// continues it in the same block.
+fn push(out: &mut Vec<Piece>, piece: Piece) {
+    if let (
+        Some(Piece::Data {
+            block: b0,
+            offset: o0,
+            size: s0,
+        }),
+        Piece::Data {
+            block,
+            offset,
+            size,
+        },
+    ) = (out.last_mut(), piece)
+    {
+        if *b0 == block && *o0 + *s0 == offset {
+            *s0 += size;
+            return;
+        }
+    }
+    out.push(piece);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Collect(Vec<Vec<u8>>);
+
+    impl BlockSink for Collect {
+        fn finished(&mut self, number: u32, data: Arc<Vec<u8>>) -> crate::Result<()> {
+            assert_eq!(number as usize, self.0.len());
+            self.0.push(data.to_vec());
+            Ok(())
+        }
+    }
+
+    fn config(block_size: usize, window: usize) -> SegmentConfig {
+        SegmentConfig {
+            block_size,
+            window,
+            step: window / 8,
+            lookback: 1,
+        }
+    }
+
+    /// Pseudo-random bytes.
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                s as u8
+            })
+            .collect()
+    }
+
+    /// Segments `files`; returns the stored bytes and, per file, the bytes
+    /// its pieces read back.
+    fn run(config: SegmentConfig, files: &[Vec<u8>]) -> (SegmentStats, Vec<Vec<u8>>) {
+        let mut sink = Collect::default();
+        let mut pieces = Vec::new();
+        let stats = {
+            let mut seg = Segmenter::new(config, &mut sink);
+            for f in files {
+                let mut out = Vec::new();
+                for part in f.chunks(10_000) {
+                    seg.add(part, &mut out).unwrap();
+                }
+                pieces.push(out);
+            }
+            seg.finish().unwrap().1
+        };
+        let read = pieces
+            .iter()
+            .map(|ps| {
+                ps.iter()
+                    .flat_map(|p| match *p {
+                        Piece::Data {
+                            block,
+                            offset,
+                            size,
+                        } => {
+                            let b = &sink.0[block as usize];
+                            assert!(size > 0);
+                            b[offset as usize..(offset + size) as usize].to_vec()
+                        }
+                        Piece::Hole(n) => vec![0; n as usize],
+                    })
+                    .collect()
+            })
+            .collect();
+        (stats, read)
+    }
+
+    #[test]
+    fn contents_read_back_and_repeats_are_stored_once() {
+        let a = noise(300_000, 1);
+        let mut b = noise(5_000, 2);
+        b.extend_from_slice(&a[1000..200_000]);
+        b.extend_from_slice(&noise(7_000, 3));
+        let files = vec![a.clone(), b, Vec::new(), a.clone()];
+        let mut cfg = config(1 << 16, 1024);
+        cfg.lookback = 16;
+        let (stats, read) = run(cfg, &files);
+        assert_eq!(read, files);
+        assert!(stats.matched >= 199_000 + 300_000 - 2048, "{stats:?}");
+        assert!(stats.stored < 300_000 + 15_000, "{stats:?}");
+    }
+
+    #[test]
+    fn without_a_window_everything_is_stored() {
+        let a = noise(100_000, 5);
+        let files = vec![a.clone(), a];
+        let (stats, read) = run(config(1 << 15, 0), &files);
+        assert_eq!(read, files);
+        assert_eq!(stats.stored, 200_000);
+        assert_eq!(stats.matched, 0);
+    }
+
+    #[test]
+    fn repeats_inside_one_file_are_found() {
+        let unit = noise(3_000, 9);
+        let file: Vec<u8> = unit.iter().cycle().take(600_000).copied().collect();
+        let (stats, read) = run(config(1 << 20, 256), std::slice::from_ref(&file));
+        assert_eq!(read, vec![file]);
+        assert!(stats.stored < 300_000, "{stats:?}");
+    }
+
+    #[test]
+    fn repeats_older_than_the_lookback_are_stored_again() {
+        let a = noise(40_000, 4);
+        let filler = noise(200_000, 6);
+        let files = vec![a.clone(), filler, a];
+        let (stats, read) = run(config(1 << 16, 1024), &files);
+        assert_eq!(read, files);
+        assert_eq!(stats.matched, 0, "{stats:?}");
+    }
+}
