@@ -11,8 +11,7 @@
 //! in the order they are met, each at a byte boundary, found through its
 //! `distance` from the storage start of the value holding it.
 
-use super::thrift::encode_struct;
-use crate::thrift::Value;
+use super::thrift::{encode_struct, Value};
 use std::collections::BTreeMap;
 
 /// A value to freeze.
@@ -371,18 +370,18 @@ fn schema_layout(p: &Placed, layouts: &mut Vec<Value>, root: bool) -> i16 {
         for (id, (off, fp)) in fs {
             let lid = schema_layout(fp, layouts, false);
             fields.push((
-                Value::Int(i64::from(*id)),
+                Value::I16(*id),
                 Value::Struct(BTreeMap::from([
-                    (1, Value::Int(i64::from(lid))),
-                    (2, Value::Int(-i64::from(*off))),
+                    (1, Value::I16(lid)),
+                    (2, Value::I16(-(*off as i16))),
                 ])),
             ));
         }
     }
     let size = if root { p.bits.div_ceil(8) } else { 0 };
     layouts.push(Value::Struct(BTreeMap::from([
-        (1, Value::Int(i64::from(size))),
-        (2, Value::Int(i64::from(p.bits))),
+        (1, Value::I32(size as i32)),
+        (2, Value::I16(p.bits as i16)),
         (3, Value::Map(fields)),
         (4, Value::Binary(Vec::new())),
     ])));
@@ -450,12 +449,12 @@ pub fn freeze(root: &Frozen) -> Result<(Vec<u8>, Vec<u8>), FreezeError> {
                     layouts
                         .into_iter()
                         .enumerate()
-                        .map(|(i, l)| (Value::Int(i as i64), l))
+                        .map(|(i, l)| (Value::I16(i as i16), l))
                         .collect(),
                 ),
             ),
-            (3, Value::Int(i64::from(root_id))),
-            (4, Value::Int(1)),
+            (3, Value::I16(root_id)),
+            (4, Value::I32(1)),
         ]));
         return Ok((encode_struct(&schema), out.buf));
     }

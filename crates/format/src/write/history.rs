@@ -1,8 +1,7 @@
 //! The HISTORY payload: the inverse of [`crate::history::decode_history`].
 
-use super::thrift::encode_struct;
+use super::thrift::{encode_struct, Value};
 use crate::history::HistoryEntry;
-use crate::thrift::Value;
 use std::collections::BTreeMap;
 
 /// Splits `major.minor.patch (description)` into its parts.
@@ -11,11 +10,13 @@ fn version(v: &str) -> Value {
         Some((n, d)) => (n, Some(d.trim_end_matches(')'))),
         None => (v, None),
     };
-    let mut parts = numbers.split('.').map(|p| p.parse::<i64>().unwrap_or(0));
+    let mut parts = numbers
+        .split('.')
+        .map(|p| p.parse::<u16>().unwrap_or(0) as i16);
     let mut fields = BTreeMap::from([
-        (1, Value::Int(parts.next().unwrap_or(0))),
-        (2, Value::Int(parts.next().unwrap_or(0))),
-        (3, Value::Int(parts.next().unwrap_or(0))),
+        (1, Value::I16(parts.next().unwrap_or(0))),
+        (2, Value::I16(parts.next().unwrap_or(0))),
+        (3, Value::I16(parts.next().unwrap_or(0))),
         (4, Value::Bool(desc.is_none())),
     ]);
     if let Some(d) = desc {
@@ -46,7 +47,7 @@ pub fn encode_history(entries: &[HistoryEntry]) -> Vec<u8> {
                 f.insert(4, strings(a));
             }
             if let Some(t) = e.timestamp {
-                f.insert(5, Value::Int(t as i64));
+                f.insert(5, Value::I64(t as i64));
             }
             if let Some(l) = &e.library_versions {
                 let mut sorted = l.clone();

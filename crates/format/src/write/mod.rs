@@ -8,7 +8,7 @@
 //! * [`history`] — the HISTORY payload.
 
 pub mod frozen;
-mod fsst;
+pub mod fsst;
 pub mod history;
 pub mod metadata;
 pub mod thrift;

@@ -1,16 +1,39 @@
 //! The thrift compact protocol, encoding a [`Value`] tree: the inverse of
-//! [`crate::thrift::decode_struct`].
+//! [`crate::thrift::decode_struct`]. Unlike decoded values, integers here
+//! carry their declared width, which readers check.
 
-use crate::thrift::Value;
+use std::collections::BTreeMap;
 
 const BOOL_TRUE: u8 = 1;
 const BOOL_FALSE: u8 = 2;
+const I16: u8 = 4;
+const I32: u8 = 5;
 const I64: u8 = 6;
-const DOUBLE: u8 = 7;
 const BINARY: u8 = 8;
 const LIST: u8 = 9;
 const MAP: u8 = 11;
 const STRUCT: u8 = 12;
+
+/// A thrift value to encode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// `bool`.
+    Bool(bool),
+    /// `i16`.
+    I16(i16),
+    /// `i32`.
+    I32(i32),
+    /// `i64`.
+    I64(i64),
+    /// `string` or `binary`.
+    Binary(Vec<u8>),
+    /// `list` or `set`.
+    List(Vec<Value>),
+    /// `map`.
+    Map(Vec<(Value, Value)>),
+    /// A struct: field id to value.
+    Struct(BTreeMap<i16, Value>),
+}
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -29,8 +52,9 @@ fn type_id(v: &Value) -> u8 {
     match v {
         Value::Bool(true) => BOOL_TRUE,
         Value::Bool(false) => BOOL_FALSE,
-        Value::Int(_) => I64,
-        Value::Double(_) => DOUBLE,
+        Value::I16(_) => I16,
+        Value::I32(_) => I32,
+        Value::I64(_) => I64,
         Value::Binary(_) => BINARY,
         Value::List(_) => LIST,
         Value::Map(_) => MAP,
@@ -42,8 +66,9 @@ fn type_id(v: &Value) -> u8 {
 fn body(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::Bool(b) => out.push(if *b { BOOL_TRUE } else { BOOL_FALSE }),
-        Value::Int(i) => varint(out, zigzag(*i)),
-        Value::Double(d) => out.extend_from_slice(&d.to_le_bytes()),
+        Value::I16(i) => varint(out, zigzag(i64::from(*i))),
+        Value::I32(i) => varint(out, zigzag(i64::from(*i))),
+        Value::I64(i) => varint(out, zigzag(*i)),
         Value::Binary(b) => {
             varint(out, b.len() as u64);
             out.extend_from_slice(b);
@@ -109,13 +134,28 @@ pub fn encode_struct(v: &Value) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::thrift::decode_struct;
-    use std::collections::BTreeMap;
+    use crate::thrift::{decode_struct, Value as Decoded};
+
+    /// What the decoder makes of a value.
+    fn decoded(v: &Value) -> Decoded {
+        match v {
+            Value::Bool(b) => Decoded::Bool(*b),
+            Value::I16(i) => Decoded::Int(i64::from(*i)),
+            Value::I32(i) => Decoded::Int(i64::from(*i)),
+            Value::I64(i) => Decoded::Int(*i),
+            Value::Binary(b) => Decoded::Binary(b.clone()),
+            Value::List(l) => Decoded::List(l.iter().map(decoded).collect()),
+            Value::Map(m) => {
+                Decoded::Map(m.iter().map(|(k, v)| (decoded(k), decoded(v))).collect())
+            }
+            Value::Struct(s) => Decoded::Struct(s.iter().map(|(k, v)| (*k, decoded(v))).collect()),
+        }
+    }
 
     #[test]
     fn values_round_trip_through_the_decoder() {
         let inner = Value::Struct(BTreeMap::from([
-            (1, Value::Int(-5)),
+            (1, Value::I16(-5)),
             (2, Value::Bool(false)),
             (40, Value::Binary(b"far field".to_vec())),
         ]));
@@ -124,11 +164,12 @@ mod tests {
             (
                 2,
                 Value::Map(vec![
-                    (Value::Int(0), inner.clone()),
-                    (Value::Int(7), inner.clone()),
+                    (Value::I16(0), inner.clone()),
+                    (Value::I16(7), inner.clone()),
                 ]),
             ),
-            (3, Value::Int(i64::MAX)),
+            (3, Value::I64(i64::MAX)),
+            (8, Value::I32(-70_000)),
             (
                 4,
                 Value::List(
@@ -144,6 +185,6 @@ mod tests {
         let bytes = encode_struct(&v);
         let (back, used) = decode_struct(&bytes).unwrap();
         assert_eq!(used, bytes.len());
-        assert_eq!(back, v);
+        assert_eq!(back, decoded(&v));
     }
 }
