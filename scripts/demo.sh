@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The main job, end to end: build hoard; inspect and verify a DwarFS image;
-# mount it, read the whole mounted tree and compare it with the image's
-# manifest; unmount; extract it and compare again.
-# (It will pack its own tree first once `hoard create` exists.)
+# The main job, end to end: build hoard; pack a directory tree into an
+# image; mount it, read the whole mounted tree and compare it with the
+# source tree (manifest.py); unmount; extract it and compare again. Then
+# the same mount-and-compare for a DwarFS-made image from ../shared.
+#
+#   scripts/demo.sh [TREE] [DWARFS_IMAGE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-image=${1:-../shared/dwarfs-images/upstream/default.dwarfs}
-manifest=${image%.dwarfs}.manifest
+tree=${1:-/usr/share/doc}
+image=${2:-../shared/dwarfs-images/upstream/default.dwarfs}
+manifest_py=../shared/tools/manifest.py
 
 scripts/install-deps.sh
 cargo build --release --locked -p hoard-cli
@@ -17,28 +20,38 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+mkdir "$work/mnt"
 
-# Compares tree $1 with the manifest, if the image has one.
+# Compares the manifest of tree $1 with manifest file $2.
 compare() {
-  [ -f "$manifest" ] || return 0
-  python3 ../shared/tools/manifest.py "$1" > "$work/got.manifest"
-  if diff -q "$manifest" "$work/got.manifest" >/dev/null; then
-    echo "$2 tree matches $manifest"
+  python3 "$manifest_py" "$1" > "$work/got.manifest"
+  if diff -q "$2" "$work/got.manifest" >/dev/null; then
+    echo "$3: matches"
   else
-    diff "$manifest" "$work/got.manifest" | head -20
-    echo "$2 tree differs from $manifest" >&2
+    diff "$2" "$work/got.manifest" | head -20
+    echo "$3: differs" >&2
     exit 1
   fi
 }
 
-$hoard info "$image"
-$hoard check --full "$image"
+echo "== pack $tree"
+python3 "$manifest_py" "$tree" > "$work/source.manifest"
+time $hoard create -i "$tree" -o "$work/tree.dwarfs" --time-resolution=ns
+$hoard check --full "$work/tree.dwarfs"
 
-mkdir "$work/mnt"
-time $hoard mount "$image" "$work/mnt"
+echo "== mount, read everything, unmount"
+time $hoard mount "$work/tree.dwarfs" "$work/mnt"
 time tar cf - -C "$work/mnt" . | wc -c
-compare "$work/mnt" mounted
+compare "$work/mnt" "$work/source.manifest" "mounted tree vs $tree"
 $hoard umount "$work/mnt"
 
-time $hoard extract "$image" -o "$work/tree"
-compare "$work/tree" extracted
+echo "== extract"
+time $hoard extract "$work/tree.dwarfs" -o "$work/extracted"
+compare "$work/extracted" "$work/source.manifest" "extracted tree vs $tree"
+
+echo "== a DwarFS image: $image"
+$hoard info "$image" | head -12
+$hoard check --full "$image"
+$hoard mount "$image" "$work/mnt"
+compare "$work/mnt" "${image%.dwarfs}.manifest" "mounted $image vs its manifest"
+$hoard umount "$work/mnt"

@@ -10,6 +10,10 @@ mod compat;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Like other Unix tools, stop quietly when the reader of our output
+    // goes away (`hoard ls IMAGE | head`) instead of failing to print.
+    // SAFETY: setting a signal's disposition to the default is always sound.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let command = match compat::parse(&argv) {
         Ok(c) => c,

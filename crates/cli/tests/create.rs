@@ -255,7 +255,15 @@ fn every_entry_kind_round_trips_through_extract_and_check() {
     assert_ok(&run(&["check", "--full", image.to_str().unwrap()]), "check");
     assert_extracts_to(&image, manifest);
     // The sparse file stays sparse in the image: far less than 1 GiB.
-    assert!(std::fs::metadata(&image).unwrap().len() < 8 << 20);
+    let m = std::fs::metadata(&image).unwrap();
+    assert!(m.len() < 8 << 20);
+    // The image has the mode a new file gets, not the temporary file's.
+    let mask = unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m
+    };
+    assert_eq!(m.permissions().mode() & 0o777, 0o666 & !u32::from(mask));
 }
 
 #[test]

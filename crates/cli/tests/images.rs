@@ -162,3 +162,26 @@ fn ls_long_lists_symlink_targets() {
         "{text}"
     );
 }
+
+#[test]
+fn a_closed_output_pipe_stops_quietly() {
+    let Some(shared) = shared() else { return };
+    let image = shared.join("dwarfs-images/upstream/default.dwarfs");
+    let mut child = hoard()
+        .args(["ls", "-lR", image.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    use std::io::Read;
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let out = child.wait_with_output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -106,6 +106,18 @@ impl ImageFile {
         tmp.as_file()
             .sync_all()
             .map_err(|e| Error::io(&target, e))?;
+        // Temporary files are private; the image gets the usual mode.
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: umask only swaps the process's file mode mask; it is
+        // restored at once.
+        let mask = unsafe {
+            let m = libc::umask(0o022);
+            libc::umask(m);
+            m
+        };
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o666 & !u32::from(mask)))
+            .map_err(|e| Error::io(&target, e))?;
         let size = tmp
             .as_file()
             .metadata()
