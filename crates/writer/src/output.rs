@@ -116,7 +116,7 @@ impl ImageFile {
             m
         };
         tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o666 & !u32::from(mask)))
+            .set_permissions(std::fs::Permissions::from_mode(0o666 & !mask))
             .map_err(|e| Error::io(&target, e))?;
         let size = tmp
             .as_file()
