@@ -7,17 +7,18 @@
 //! holds up other requests.
 
 use crate::options::{Mlock, MountOptions};
+use crate::perfmon::{Op, PerfMon};
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, MountOption,
     OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyXattr, Request, SessionACL, SessionUnmounter,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr, Request, SessionACL, SessionUnmounter,
 };
 use hoard_reader::{Error, FileKind, Filesystem, FsOptions, OpenOptions, Stat};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel may cache attributes and entries: the image never changes.
 const TTL: Duration = Duration::from_secs(24 * 3600);
@@ -25,6 +26,11 @@ const TTL: Duration = Duration::from_secs(24 * 3600);
 const XATTR_PID: &str = "user.dwarfs.driver.pid";
 /// Extended attribute describing an inode and its chunks (on regular files).
 const XATTR_INODEINFO: &str = "user.dwarfs.inodeinfo";
+/// Extended attribute with the latency report (on the root, with perfmon).
+const XATTR_PERFMON: &str = "user.dwarfs.perfmon";
+/// `lseek` whence values the kernel forwards to FUSE.
+const SEEK_DATA: i32 = 3;
+const SEEK_HOLE: i32 = 4;
 
 /// A mounted image, handed to the caller once the mount is ready.
 pub struct Mounted {
@@ -42,7 +48,8 @@ impl Mounted {
 /// has accepted the mount, and serves requests until it is unmounted.
 ///
 /// Every error that can be detected before mounting (bad image, bad mount
-/// point, no FUSE) is returned before `ready` is called.
+/// point, no FUSE) is returned before `ready` is called. With `perfmon`,
+/// the latency report is printed to standard error at the end.
 pub fn serve(
     image: &Path,
     mountpoint: &Path,
@@ -69,6 +76,7 @@ pub fn serve(
     )
     .map_err(|e| format!("{}: {e}", image.display()))?;
     lock_memory(options.mlock)?;
+    bound_malloc();
     let fs = Arc::new(fs);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(options.workers)
@@ -83,10 +91,12 @@ pub fn serve(
             }
         });
     }
+    let perf = Arc::new(PerfMon::parse(&options.perfmon)?);
     let driver = Driver {
         fs,
         options: options.clone(),
         pool,
+        perf: perf.clone(),
     };
     let mut config = Config::default();
     config.mount_options = mount_options(image, options);
@@ -104,7 +114,11 @@ pub fn serve(
     ready(Mounted {
         unmounter: session.unmount_callable(),
     });
-    session.run().map_err(|e| e.to_string())
+    let served = session.run().map_err(|e| e.to_string());
+    if !options.perfmon.is_empty() {
+        eprint!("{}", perf.report());
+    }
+    served
 }
 
 /// Whether `path` is the root of a mounted file system.
@@ -142,6 +156,20 @@ fn mount_options(image: &Path, options: &MountOptions) -> Vec<MountOption> {
     v
 }
 
+/// Keeps freed block and read buffers from lingering in malloc's per-thread
+/// arenas: buffers of 128 KiB and more are mapped and unmapped each time
+/// (glibc otherwise raises this threshold after the first free, and keeps
+/// the memory), and threads share a few arenas.
+fn bound_malloc() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only tunes the allocator; called before any of our
+    // threads exist.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+        libc::mallopt(libc::M_ARENA_MAX, 4);
+    }
+}
+
 fn lock_memory(mlock: Mlock) -> Result<(), String> {
     if mlock == Mlock::None {
         return Ok(());
@@ -161,6 +189,7 @@ struct Driver {
     fs: Arc<Filesystem>,
     options: MountOptions,
     pool: rayon::ThreadPool,
+    perf: Arc<PerfMon>,
 }
 
 fn errno(e: &Error) -> Errno {
@@ -295,6 +324,9 @@ impl Driver {
         let mut names = Vec::new();
         if ino == self.fs.root() {
             names.push(XATTR_PID);
+            if !self.options.perfmon.is_empty() {
+                names.push(XATTR_PERFMON);
+            }
         }
         if self.fs.stat(ino).is_ok_and(|s| s.kind == FileKind::Regular) {
             names.push(XATTR_INODEINFO);
@@ -315,6 +347,7 @@ fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
 
 impl fuser::Filesystem for Driver {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _t = Timer::new(&self.perf, Op::Lookup);
         let result = self
             .lookup_name(image_ino(parent), name.as_bytes())
             .and_then(|found| found.map(|ino| self.fs.stat(ino)).transpose());
@@ -326,6 +359,7 @@ impl fuser::Filesystem for Driver {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _t = Timer::new(&self.perf, Op::Getattr);
         match self.fs.stat(image_ino(ino)) {
             Ok(st) => reply.attr(&TTL, &self.attr(&st)),
             Err(e) => reply.error(errno(&e)),
@@ -333,6 +367,7 @@ impl fuser::Filesystem for Driver {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _t = Timer::new(&self.perf, Op::Readlink);
         match self.fs.readlink(image_ino(ino)) {
             Ok(target) => reply.data(target),
             Err(e) => reply.error(errno(&e)),
@@ -340,6 +375,7 @@ impl fuser::Filesystem for Driver {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _t = Timer::new(&self.perf, Op::Open);
         if flags.acc_mode() != OpenAccMode::O_RDONLY {
             return reply.error(Errno::EROFS);
         }
@@ -364,12 +400,18 @@ impl fuser::Filesystem for Driver {
         let fs = self.fs.clone();
         let ino = image_ino(ino);
         let readahead = self.options.readahead;
+        let perf = self.perf.clone();
+        let started = Instant::now();
         self.pool.spawn(move || {
             let mut buf = vec![0u8; size as usize];
-            match fs.read(ino, offset, &mut buf) {
+            let reading = Instant::now();
+            let result = fs.read(ino, offset, &mut buf);
+            perf.record(Op::ReaderRead, reading.elapsed());
+            match result {
                 Ok(n) => reply.data(&buf[..n]),
                 Err(e) => reply.error(errno(&e)),
             }
+            perf.record(Op::Read, started.elapsed());
             if readahead > 0 {
                 prefetch(&fs, ino, offset + u64::from(size), readahead);
             }
@@ -397,6 +439,7 @@ impl fuser::Filesystem for Driver {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _t = Timer::new(&self.perf, Op::Readdir);
         let entries = match self.listing(image_ino(ino), offset) {
             Ok(e) => e,
             Err(e) => return reply.error(errno(&e)),
@@ -421,6 +464,7 @@ impl fuser::Filesystem for Driver {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let _t = Timer::new(&self.perf, Op::Readdir);
         let entries = match self.listing(image_ino(ino), offset) {
             Ok(e) => e,
             Err(e) => return reply.error(errno(&e)),
@@ -445,6 +489,7 @@ impl fuser::Filesystem for Driver {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _t = Timer::new(&self.perf, Op::Statfs);
         let bsize = self.options.block_size;
         let meta = self.fs.metadata();
         let blocks = meta.total_fs_size.div_ceil(u64::from(bsize));
@@ -452,12 +497,15 @@ impl fuser::Filesystem for Driver {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _t = Timer::new(&self.perf, Op::Xattr);
         let ino = image_ino(ino);
         if !self.xattr_names(ino).iter().any(|n| OsStr::new(n) == name) {
             return reply.error(Errno::ENODATA);
         }
         let value = if name == XATTR_PID {
             Ok(std::process::id().to_string())
+        } else if name == XATTR_PERFMON {
+            Ok(self.perf.report())
         } else {
             self.inode_info(ino)
         };
@@ -467,7 +515,33 @@ impl fuser::Filesystem for Driver {
         }
     }
 
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let _t = Timer::new(&self.perf, Op::Lseek);
+        if whence != SEEK_DATA && whence != SEEK_HOLE {
+            return reply.error(Errno::EINVAL);
+        }
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(Errno::ENXIO);
+        };
+        match self.fs.extents(image_ino(ino)) {
+            Ok(extents) => match seek(&extents, offset, whence == SEEK_DATA) {
+                Some(pos) => reply.offset(pos as i64),
+                None => reply.error(Errno::ENXIO),
+            },
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _t = Timer::new(&self.perf, Op::Xattr);
         let mut list = Vec::new();
         for n in self.xattr_names(image_ino(ino)) {
             list.extend_from_slice(n.as_bytes());
@@ -475,6 +549,49 @@ impl fuser::Filesystem for Driver {
         }
         reply_xattr(reply, size, &list);
     }
+}
+
+/// Records the time from its creation to its drop.
+struct Timer<'a> {
+    perf: &'a PerfMon,
+    op: Op,
+    start: Instant,
+}
+
+impl<'a> Timer<'a> {
+    fn new(perf: &'a PerfMon, op: Op) -> Self {
+        Timer {
+            perf,
+            op,
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Drop for Timer<'_> {
+    fn drop(&mut self) {
+        self.perf.record(self.op, self.start.elapsed());
+    }
+}
+
+/// Where `SEEK_DATA` (`data` true) or `SEEK_HOLE` from `offset` lands in
+/// a file of the given extents; `None` when there is no such place
+/// (`ENXIO`). The end of a file counts as a hole.
+fn seek(extents: &[hoard_reader::Extent], offset: u64, data: bool) -> Option<u64> {
+    let size: u64 = extents.iter().map(|e| e.len()).sum();
+    if offset >= size {
+        return None;
+    }
+    let mut pos = 0u64;
+    for e in extents {
+        let end = pos + e.len();
+        let is_data = matches!(e, hoard_reader::Extent::Data { .. });
+        if end > offset && is_data == data {
+            return Some(pos.max(offset));
+        }
+        pos = end;
+    }
+    (!data).then_some(size)
 }
 
 /// Decompresses the blocks holding the next `len` bytes of `ino` from `from`.
@@ -494,5 +611,32 @@ fn prefetch(fs: &Filesystem, ino: u32, from: u64, len: u64) {
             break;
         }
         pos = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hoard_reader::Extent;
+
+    #[test]
+    fn seek_data_and_hole() {
+        let data = |size| Extent::Data {
+            block: 0,
+            offset: 0,
+            size,
+        };
+        // 100 bytes of data, a 1000-byte hole, 50 bytes of data.
+        let e = [data(100), Extent::Hole { size: 1000 }, data(50)];
+        assert_eq!(seek(&e, 0, true), Some(0));
+        assert_eq!(seek(&e, 0, false), Some(100));
+        assert_eq!(seek(&e, 150, true), Some(1100));
+        assert_eq!(seek(&e, 150, false), Some(150));
+        assert_eq!(seek(&e, 1120, false), Some(1150));
+        assert_eq!(seek(&e, 1150, true), None);
+        let holes = [Extent::Hole { size: 10 }];
+        assert_eq!(seek(&holes, 3, true), None);
+        assert_eq!(seek(&holes, 3, false), Some(3));
+        assert_eq!(seek(&[], 0, false), None);
     }
 }

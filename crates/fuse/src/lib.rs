@@ -3,6 +3,7 @@
 //!
 //! * [`options`] — the `-o` mount options (DwarFS-compatible names).
 //! * [`driver`] — the FUSE operations.
+//! * [`perfmon`] — per-operation latency histograms (`-o perfmon=...`).
 //!
 //! ```no_run
 //! use hoard_fuse::{options::MountOptions, serve};
@@ -12,5 +13,6 @@
 
 pub mod driver;
 pub mod options;
+pub mod perfmon;
 
 pub use driver::{serve, Mounted};

@@ -47,6 +47,9 @@ pub struct MountOptions {
     pub preload_all: bool,
     /// Log level: 0 error … 4 trace.
     pub debug_level: u8,
+    /// Latency monitoring: `+`-separated components (`fuse`, `reader`),
+    /// empty for none.
+    pub perfmon: String,
     /// Generic options passed on to the kernel (`dev`, `nosuid`, …).
     pub kernel: Vec<String>,
 }
@@ -68,6 +71,7 @@ impl Default for MountOptions {
             mlock: Mlock::None,
             preload_all: false,
             debug_level: 1,
+            perfmon: String::new(),
             kernel: Vec::new(),
         }
     }
@@ -195,6 +199,11 @@ impl MountOptions {
                     "trace" => 4,
                     v => return Err(format!("mount option 'debuglevel': unknown level '{v}'")),
                 }
+            }
+            "perfmon" => {
+                let v = need()?;
+                crate::perfmon::PerfMon::parse(v)?;
+                self.perfmon = v.to_string();
             }
             "rw" => return Err("the file system is read-only: option 'rw' is not possible".into()),
             k if KERNEL_OPTIONS.contains(&k) && value.is_none() => self.kernel.push(k.to_string()),

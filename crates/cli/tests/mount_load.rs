@@ -1,0 +1,298 @@
+//! `hoard mount` under load and its extras: 16 concurrent readers with
+//! mixed read sizes get exactly the manifest's contents while the driver's
+//! memory stays bounded; sparse files answer SEEK_DATA/SEEK_HOLE; perfmon
+//! reports latencies.
+
+mod common;
+
+use common::*;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+fn fuse_available() -> bool {
+    let ok = Path::new("/dev/fuse").exists()
+        && std::process::Command::new("fusermount3")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("note: /dev/fuse or fusermount3 missing, skipping mount tests");
+    }
+    ok
+}
+
+/// A mount that is undone on drop.
+struct Mount {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Mount {
+    fn new(image: &Path, options: &str) -> Mount {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mnt");
+        std::fs::create_dir(&path).unwrap();
+        let out = run(&[
+            "mount",
+            image.to_str().unwrap(),
+            path.to_str().unwrap(),
+            "-o",
+            options,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Mount { _dir: dir, path }
+    }
+
+    fn driver_pid(&self) -> u32 {
+        let pid = xattr(&self.path, "user.dwarfs.driver.pid").unwrap();
+        String::from_utf8(pid).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = run(&["umount", self.path.to_str().unwrap()]);
+    }
+}
+
+/// Reads extended attribute `name` of `path`.
+fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let p = std::ffi::CString::new(path.to_str()?).ok()?;
+    let n = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 1 << 16];
+    let len = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    (len >= 0).then(|| {
+        buf.truncate(len as usize);
+        buf
+    })
+}
+
+fn vm_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+    }
+}
+
+/// Reads all of `f` (of `size` bytes) in random pieces: sizes from 1 byte
+/// to 1 MiB, at shuffled offsets.
+fn read_in_pieces(f: &mut std::fs::File, size: u64, rng: &mut Rng) -> Vec<u8> {
+    let mut out = vec![0u8; size as usize];
+    let mut pieces = Vec::new();
+    let mut pos = 0;
+    while pos < size {
+        let len = [1u64, 7, 512, 4096, 65536, 1 << 20][rng.below(6) as usize].min(size - pos);
+        pieces.push((pos, len));
+        pos += len;
+    }
+    for i in (1..pieces.len()).rev() {
+        pieces.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    for (pos, len) in pieces {
+        f.seek(SeekFrom::Start(pos)).unwrap();
+        f.read_exact(&mut out[pos as usize..(pos + len) as usize])
+            .unwrap();
+    }
+    out
+}
+
+/// Pseudo-random bytes, some of them repeated, so blocks compress a little.
+fn contents(i: u64, len: usize) -> Vec<u8> {
+    let mut rng = Rng(i.wrapping_mul(0x1234_5678_9abc_def1) | 1);
+    (0..len)
+        .map(|j| {
+            if j % 64 < 16 {
+                b'x'
+            } else {
+                rng.below(256) as u8
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn sixteen_readers_get_every_byte_within_bounded_memory() {
+    if !fuse_available() || shared().is_none() {
+        return;
+    }
+    // 48 MiB in 1 MiB blocks, read through a 8 MiB cache.
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    let mut files = Vec::new();
+    for i in 0..1200u64 {
+        let len = if i % 8 == 0 {
+            300_000
+        } else {
+            1 + (i as usize * 7919) % 9000
+        };
+        let data = contents(i, len);
+        let path = format!("d{}/f{i}", i % 13);
+        std::fs::create_dir_all(tree.join(format!("d{}", i % 13))).unwrap();
+        std::fs::write(tree.join(&path), &data).unwrap();
+        files.push((path, len as u64, format!("{:x}", Sha256::digest(&data))));
+    }
+    let image = dir.path().join("load.dwarfs");
+    let out = run(&[
+        "create",
+        "-i",
+        tree.to_str().unwrap(),
+        "-o",
+        image.to_str().unwrap(),
+        "-l",
+        "1",
+        "--no-progress",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cache_mib = 8;
+    let mount = Mount::new(&image, &format!("cachesize={cache_mib}m,workers=4"));
+    let pid = mount.driver_pid();
+    // Anonymous memory only: pages of the mapped image file are page
+    // cache, which the kernel reclaims at will.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (failures, peak_kib) = std::thread::scope(|s| {
+        let monitor = s.spawn(|| {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(vm_kib(pid, "RssAnon:"));
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            peak
+        });
+        let handles: Vec<_> = (0..16u64)
+            .map(|t| {
+                let (files, root) = (&files, &mount.path);
+                s.spawn(move || {
+                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (t + 1));
+                    let mut order: Vec<usize> = (0..files.len()).collect();
+                    for i in (1..order.len()).rev() {
+                        order.swap(i, rng.below(i as u64 + 1) as usize);
+                    }
+                    let mut bad = Vec::new();
+                    for i in order {
+                        let (path, size, sha) = &files[i];
+                        let mut f = std::fs::File::open(root.join(path)).unwrap();
+                        let data = read_in_pieces(&mut f, *size, &mut rng);
+                        if format!("{:x}", Sha256::digest(&data)) != *sha {
+                            bad.push(format!("reader {t}: {path}: wrong contents"));
+                        }
+                    }
+                    bad
+                })
+            })
+            .collect();
+        let failures: Vec<String> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (failures, monitor.join().unwrap())
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The cache holds at most `cachesize`; the rest is the decoded
+    // metadata, thread stacks, read buffers and blocks being decompressed.
+    let peak_mib = peak_kib / 1024;
+    let bound = cache_mib + 24;
+    eprintln!("driver peak anonymous RSS: {peak_mib} MiB (bound {bound} MiB)");
+    assert!(
+        peak_mib <= bound,
+        "driver peak RSS {peak_mib} MiB > {bound} MiB"
+    );
+}
+
+#[test]
+fn sparse_files_answer_seek_data_and_seek_hole() {
+    if !fuse_available() {
+        return;
+    }
+    let Some(shared) = shared() else { return };
+    let mount = Mount::new(&shared.join("dwarfs-images/upstream/default.dwarfs"), "ro");
+    let f = std::fs::File::open(mount.path.join("misc/sparse")).unwrap();
+    let seek = |offset: i64, whence: i32| unsafe { libc::lseek(f.as_raw_fd(), offset, whence) };
+    // 32 MiB hole, 4 KiB data, hole, 4 KiB data at the end (64 MiB).
+    assert_eq!(seek(0, libc::SEEK_DATA), 32 << 20);
+    assert_eq!(seek(0, libc::SEEK_HOLE), 0);
+    assert_eq!(seek(32 << 20, libc::SEEK_HOLE), (32 << 20) + 4096);
+    assert_eq!(seek((32 << 20) + 4096, libc::SEEK_DATA), (64 << 20) - 4096);
+    assert_eq!(seek((64 << 20) - 4096, libc::SEEK_HOLE), 64 << 20);
+    assert_eq!(seek(64 << 20, libc::SEEK_DATA), -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ENXIO)
+    );
+}
+
+#[test]
+fn perfmon_reports_latencies() {
+    if !fuse_available() {
+        return;
+    }
+    let Some(shared) = shared() else { return };
+    let image = shared.join("dwarfs-images/upstream/default.dwarfs");
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    // In the foreground, to see the report printed at unmount.
+    let child = hoard()
+        .args(["mount", "-f", "-o", "perfmon=fuse+reader"])
+        .arg(&image)
+        .arg(&mnt)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..500 {
+        if xattr(&mnt, "user.dwarfs.driver.pid").is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut sizes = HashMap::new();
+    for e in std::fs::read_dir(mnt.join("misc")).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            sizes.insert(p.clone(), std::fs::read(&p).unwrap().len());
+        }
+    }
+    assert!(!sizes.is_empty());
+    let live = String::from_utf8(xattr(&mnt, "user.dwarfs.perfmon").unwrap()).unwrap();
+    assert!(
+        live.contains("fuse.lookup") && live.contains("reader.read"),
+        "{live}"
+    );
+    assert_eq!(
+        run(&["umount", mnt.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
+    let out = child.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        report.contains("p99") && report.contains("fuse.read"),
+        "{report}"
+    );
+}
