@@ -296,3 +296,66 @@ fn perfmon_reports_latencies() {
         "{report}"
     );
 }
+
+#[test]
+fn tidying_releases_unused_blocks() {
+    if !fuse_available() || shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for i in 0..24u64 {
+        std::fs::write(tree.join(format!("f{i}")), contents(i, 1 << 20)).unwrap();
+    }
+    let image = dir.path().join("tidy.dwarfs");
+    let out = run(&[
+        "create",
+        "-i",
+        tree.to_str().unwrap(),
+        "-o",
+        image.to_str().unwrap(),
+        "-l",
+        "1",
+        "--no-progress",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mount = Mount::new(
+        &image,
+        "cachesize=64m,tidy_strategy=time,tidy_interval=100ms,tidy_max_age=200ms",
+    );
+    let pid = mount.driver_pid();
+    for i in 0..24u64 {
+        std::fs::read(mount.path.join(format!("f{i}"))).unwrap();
+    }
+    let full = vm_kib(pid, "RssAnon:");
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let tidied = vm_kib(pid, "RssAnon:");
+    eprintln!("driver anonymous RSS: {full} KiB after reading, {tidied} KiB after tidying");
+    assert!(full > 16 << 10, "the cache should hold blocks: {full} KiB");
+    assert!(tidied + (12 << 10) < full, "{full} KiB -> {tidied} KiB");
+}
+
+#[test]
+fn an_image_inside_a_larger_file_mounts_with_offset_and_imagesize() {
+    if !fuse_available() {
+        return;
+    }
+    let Some(shared) = shared() else { return };
+    let original = shared.join("dwarfs-images/compat/compat-v0.9.10.dwarfs");
+    let manifest = std::fs::read_to_string(original.with_extension("manifest")).unwrap();
+    let image = std::fs::read(&original).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = dir.path().join("bundle.bin");
+    let mut bytes = vec![0x55u8; 4096];
+    bytes.extend_from_slice(&image);
+    bytes.extend_from_slice(&[0xaa; 10_000]);
+    std::fs::write(&embedded, &bytes).unwrap();
+    let mount = Mount::new(&embedded, &format!("offset=4096,imagesize={}", image.len()));
+    let diff = manifest_diff(&manifest, &manifest_of(&mount.path), Compare::Mounted);
+    assert!(diff.is_empty(), "{diff}");
+}

@@ -6,7 +6,7 @@
 //! Reads run on a worker pool so that a slow block decompression never
 //! holds up other requests.
 
-use crate::options::{Mlock, MountOptions};
+use crate::options::{Mlock, MountOptions, Tidy};
 use crate::perfmon::{Op, PerfMon};
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, MountOption,
@@ -70,6 +70,7 @@ pub fn serve(
             open: OpenOptions {
                 offset: options.offset,
                 no_mmap: false,
+                image_size: options.image_size,
             },
             cache_size: options.cache_size,
         },
@@ -91,6 +92,7 @@ pub fn serve(
             }
         });
     }
+    start_tidying(&fs, options);
     let perf = Arc::new(PerfMon::parse(&options.perfmon)?);
     let driver = Driver {
         fs,
@@ -154,6 +156,29 @@ fn mount_options(image: &Path, options: &MountOptions) -> Vec<MountOption> {
         });
     }
     v
+}
+
+/// Starts the thread that tidies the block cache every `tidy_interval`
+/// (`tidy_strategy`). It lives as long as the process: the driver exits
+/// when the mount ends.
+fn start_tidying(fs: &Arc<Filesystem>, options: &MountOptions) {
+    if options.tidy == Tidy::None {
+        return;
+    }
+    let (fs, o) = (Arc::downgrade(fs), options.clone());
+    std::thread::Builder::new()
+        .name("hoard-tidy".into())
+        .spawn(move || loop {
+            std::thread::sleep(o.tidy_interval);
+            let Some(fs) = fs.upgrade() else { return };
+            match o.tidy {
+                Tidy::Time => fs.cache().evict_unused(o.tidy_max_age),
+                Tidy::Swap => fs.cache().evict_swapped(),
+                Tidy::None => return,
+            };
+        })
+        .map(drop)
+        .unwrap_or_else(|e| eprintln!("hoard: warning: no cache tidying: {e}"));
 }
 
 /// Keeps freed block and read buffers from lingering in malloc's per-thread

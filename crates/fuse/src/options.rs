@@ -16,6 +16,42 @@ pub enum Mlock {
     Must,
 }
 
+/// How the block cache is tidied besides evicting when full.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Tidy {
+    /// Never.
+    #[default]
+    None,
+    /// Drop blocks unused for `tidy_max_age`.
+    Time,
+    /// Drop blocks the kernel has partly swapped out.
+    Swap,
+}
+
+/// Parses a duration: an integer with `ms`, `s`, `m` or `h` (seconds if
+/// none).
+fn parse_duration(key: &str, v: &str) -> Result<std::time::Duration, String> {
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("mount option '{key}': invalid time '{v}'"))?;
+    let ms = match unit {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => {
+            return Err(format!(
+                "mount option '{key}': unknown unit in '{v}' (ms, s, m, h)"
+            ))
+        }
+    };
+    n.checked_mul(ms)
+        .map(std::time::Duration::from_millis)
+        .ok_or_else(|| format!("mount option '{key}': '{v}' is too long"))
+}
+
 /// Parsed mount options.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MountOptions {
@@ -29,6 +65,14 @@ pub struct MountOptions {
     pub block_size: u32,
     /// Where the image starts in its file.
     pub offset: ImageOffset,
+    /// Bytes the image takes from its offset on (default: to the end).
+    pub image_size: Option<u64>,
+    /// Cache tidying strategy.
+    pub tidy: Tidy,
+    /// How often the cache is tidied.
+    pub tidy_interval: std::time::Duration,
+    /// With `Tidy::Time`: how long an unused block stays.
+    pub tidy_max_age: std::time::Duration,
     /// Owner reported for every entry, instead of the stored one.
     pub uid: Option<u32>,
     /// Group reported for every entry.
@@ -62,6 +106,10 @@ impl Default for MountOptions {
             readahead: 0,
             block_size: 512 << 10,
             offset: ImageOffset::Auto,
+            image_size: None,
+            tidy: Tidy::None,
+            tidy_interval: std::time::Duration::from_secs(5 * 60),
+            tidy_max_age: std::time::Duration::from_secs(10 * 60),
             uid: None,
             gid: None,
             allow_other: false,
@@ -200,6 +248,26 @@ impl MountOptions {
                     v => return Err(format!("mount option 'debuglevel': unknown level '{v}'")),
                 }
             }
+            "imagesize" => self.image_size = Some(parse_size(need()?)?),
+            "tidy_strategy" => {
+                self.tidy = match need()? {
+                    "none" => Tidy::None,
+                    "time" => Tidy::Time,
+                    "swap" => Tidy::Swap,
+                    v => {
+                        return Err(format!(
+                            "mount option 'tidy_strategy': expected none, time or swap, got '{v}'"
+                        ))
+                    }
+                }
+            }
+            "tidy_interval" => {
+                self.tidy_interval = parse_duration(key, need()?)?;
+                if self.tidy_interval.is_zero() {
+                    return Err("mount option 'tidy_interval' must be above zero".into());
+                }
+            }
+            "tidy_max_age" => self.tidy_max_age = parse_duration(key, need()?)?,
             "perfmon" => {
                 let v = need()?;
                 crate::perfmon::PerfMon::parse(v)?;
@@ -246,6 +314,17 @@ mod tests {
         assert!(MountOptions::parse("cachesize=lots").is_err());
         assert!(MountOptions::parse("allow_other=1").is_err());
         assert!(MountOptions::parse("rw").is_err());
+        let t = MountOptions::parse(
+            "tidy_strategy=time,tidy_interval=500ms,tidy_max_age=2m,imagesize=1k",
+        )
+        .unwrap();
+        assert_eq!(t.tidy, Tidy::Time);
+        assert_eq!(t.tidy_interval, std::time::Duration::from_millis(500));
+        assert_eq!(t.tidy_max_age, std::time::Duration::from_secs(120));
+        assert_eq!(t.image_size, Some(1024));
+        assert!(MountOptions::parse("tidy_strategy=lru").is_err());
+        assert!(MountOptions::parse("tidy_interval=5x").is_err());
+        assert!(MountOptions::parse("tidy_interval=0").is_err());
         assert!(MountOptions::parse("mlock=maybe").is_err());
         assert!(MountOptions::parse("blocksize=1000").is_err());
     }

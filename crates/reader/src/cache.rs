@@ -3,9 +3,15 @@
 //!
 //! A block requested by several threads at once is decompressed once: the
 //! first caller fills the slot while the others wait on it.
+//!
+//! Besides eviction when full, the cache can be tidied: blocks unused for
+//! some time, or partly swapped out by the kernel, are dropped (the FUSE
+//! driver's `tidy_strategy`).
 
 use crate::error::Result;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// A decompressed block, shared by every reader of it.
 pub type Block = Arc<[u8]>;
@@ -22,7 +28,21 @@ pub struct BlockCache {
 #[derive(Debug)]
 struct Inner {
     slots: lru::LruCache<u32, Slot>,
+    /// When each cached block was last asked for.
+    used: HashMap<u32, Instant>,
     bytes: usize,
+}
+
+impl Inner {
+    /// Drops block `number`, keeping the byte count right.
+    fn remove(&mut self, number: u32) {
+        if let Some(slot) = self.slots.pop(&number) {
+            if let Some(Ok(b)) = slot.get() {
+                self.bytes -= b.len();
+            }
+        }
+        self.used.remove(&number);
+    }
 }
 
 impl BlockCache {
@@ -33,6 +53,7 @@ impl BlockCache {
             capacity,
             inner: Mutex::new(Inner {
                 slots: lru::LruCache::unbounded(),
+                used: HashMap::new(),
                 bytes: 0,
             }),
         }
@@ -52,6 +73,7 @@ impl BlockCache {
     pub fn get(&self, number: u32, load: impl FnOnce() -> Result<Vec<u8>>) -> Result<Block> {
         let slot = {
             let mut inner = self.lock();
+            inner.used.insert(number, Instant::now());
             inner
                 .slots
                 .get_or_insert(number, || Arc::new(OnceLock::new()))
@@ -85,6 +107,7 @@ impl BlockCache {
             // Errors are not kept: a later read may retry.
             Err(_) => {
                 inner.slots.pop(&number);
+                inner.used.remove(&number);
                 return;
             }
         }
@@ -99,8 +122,62 @@ impl BlockCache {
             if let Some(Ok(b)) = old_slot.get() {
                 inner.bytes -= b.len();
             }
+            inner.used.remove(&old);
         }
     }
+
+    /// Drops the filled blocks for which `drop_it(block, last use)` says so;
+    /// returns how many were dropped. Blocks being loaded stay.
+    fn tidy(&self, drop_it: impl Fn(&[u8], Instant) -> bool) -> usize {
+        let mut inner = self.lock();
+        let doomed: Vec<u32> = inner
+            .slots
+            .iter()
+            .filter_map(|(&n, slot)| {
+                let block = slot.get()?.as_ref().ok()?;
+                let used = *inner.used.get(&n)?;
+                drop_it(block, used).then_some(n)
+            })
+            .collect();
+        for &n in &doomed {
+            inner.remove(n);
+        }
+        doomed.len()
+    }
+
+    /// Drops blocks not asked for during the last `max_age`.
+    pub fn evict_unused(&self, max_age: Duration) -> usize {
+        let now = Instant::now();
+        self.tidy(|_, used| now.duration_since(used) > max_age)
+    }
+
+    /// Drops blocks of which the kernel has swapped out any page.
+    pub fn evict_swapped(&self) -> usize {
+        self.tidy(|block, _| partly_swapped(block))
+    }
+}
+
+/// Whether any page of `data` is not resident in memory (`mincore`).
+fn partly_swapped(data: &[u8]) -> bool {
+    if data.is_empty() {
+        return false;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+    let start = data.as_ptr() as usize / page * page;
+    let end = data.as_ptr() as usize + data.len();
+    let pages = (end - start).div_ceil(page);
+    let mut resident = vec![0u8; pages];
+    // SAFETY: the range covers pages of a live allocation; `resident` has
+    // one byte per page.
+    let r = unsafe {
+        libc::mincore(
+            start as *mut libc::c_void,
+            end - start,
+            resident.as_mut_ptr().cast(),
+        )
+    };
+    r == 0 && resident.iter().any(|&b| b & 1 == 0)
 }
 
 #[cfg(test)]
@@ -154,6 +231,20 @@ mod tests {
             assert_eq!(t.join().unwrap()[0], 7);
         }
         assert_eq!(loads.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn tidying_drops_blocks_unused_for_a_while() {
+        let cache = BlockCache::new(1 << 20);
+        cache.get(1, || Ok(vec![1; 100])).unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        cache.get(2, || Ok(vec![2; 100])).unwrap();
+        assert_eq!(cache.evict_unused(Duration::from_millis(30)), 1);
+        assert_eq!(cache.bytes(), 100);
+        // Resident blocks are not "swapped".
+        assert_eq!(cache.evict_swapped(), 0);
+        assert_eq!(cache.evict_unused(Duration::ZERO), 1);
+        assert_eq!(cache.bytes(), 0);
     }
 
     #[test]

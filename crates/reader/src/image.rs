@@ -39,6 +39,9 @@ pub struct OpenOptions {
     pub offset: ImageOffset,
     /// Read with `pread` instead of mapping the file.
     pub no_mmap: bool,
+    /// Bytes the image takes from its start on (default: to the end of
+    /// the file), for an image followed by other data.
+    pub image_size: Option<u64>,
 }
 
 /// One section of the image.
@@ -77,11 +80,21 @@ impl Image {
     /// Opens the image in `path` and lists its sections.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
         let source = Source::open(path, !options.no_mmap)?;
-        Self::from_source(source, options.offset)
+        Self::from_source_sized(source, options.offset, options.image_size)
     }
 
     /// Lists the sections of an image held by `source`.
     pub fn from_source(source: Source, offset: ImageOffset) -> Result<Self> {
+        Self::from_source_sized(source, offset, None)
+    }
+
+    /// Lists the sections of an image of `size` bytes (or up to the end)
+    /// held by `source`.
+    pub fn from_source_sized(
+        source: Source,
+        offset: ImageOffset,
+        size: Option<u64>,
+    ) -> Result<Self> {
         let offset = match offset {
             ImageOffset::At(o) => o,
             ImageOffset::Auto => section::find_image_offset(source.len(), &mut |off, len| {
@@ -98,6 +111,10 @@ impl Image {
                 source.len()
             ));
         }
+        let source = match size {
+            Some(size) => source.limited(offset.saturating_add(size)),
+            None => source,
+        };
         let version = section::parse_version(&source.read_upto(offset, FILE_HEADER_SIZE as u64)?)?;
         let mut image = Image {
             source,

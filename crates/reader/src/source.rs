@@ -21,6 +21,14 @@ pub enum Source {
     },
     /// An image held in memory.
     Bytes(Vec<u8>),
+    /// The first `len` bytes of another source (an image embedded in a
+    /// larger file, `imagesize`).
+    Limited {
+        /// The whole source.
+        inner: Box<Source>,
+        /// Bytes of it to use.
+        len: u64,
+    },
 }
 
 impl Source {
@@ -51,6 +59,15 @@ impl Source {
             Source::Mapped(m) => m.len() as u64,
             Source::File { len, .. } => *len,
             Source::Bytes(b) => b.len() as u64,
+            Source::Limited { inner, len } => inner.len().min(*len),
+        }
+    }
+
+    /// This source cut off after `len` bytes.
+    pub fn limited(self, len: u64) -> Source {
+        Source::Limited {
+            inner: Box::new(self),
+            len,
         }
     }
 
@@ -73,6 +90,7 @@ impl Source {
         match self {
             Source::Mapped(m) => Ok(Cow::Borrowed(&m[offset as usize..end as usize])),
             Source::Bytes(b) => Ok(Cow::Borrowed(&b[offset as usize..end as usize])),
+            Source::Limited { inner, .. } => inner.read(offset, len),
             Source::File { file, .. } => {
                 let mut buf = vec![0u8; len as usize];
                 file.read_exact_at(&mut buf, offset)

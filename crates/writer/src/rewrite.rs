@@ -141,6 +141,7 @@ pub fn rewrite(
     let open = OpenOptions {
         offset: options.offset,
         no_mmap: false,
+        image_size: None,
     };
     let image = Image::open(&options.input, &open).map_err(reader_error)?;
     let input_bytes = image.file_size();

@@ -47,6 +47,7 @@ fn check(args: &CheckArgs) -> Report {
     let options = hoard_reader::OpenOptions {
         offset: args.image.offset,
         no_mmap: false,
+        image_size: None,
     };
     let found = check::check_image(
         || Image::open(&args.image.image, &options),

@@ -49,6 +49,7 @@ pub fn open(args: &ImageArgs) -> Result<Filesystem> {
         open: OpenOptions {
             offset: args.offset,
             no_mmap: false,
+            image_size: None,
         },
         cache_size: args.cache_size,
     };
