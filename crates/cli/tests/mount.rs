@@ -6,18 +6,6 @@ mod common;
 use common::*;
 use std::path::Path;
 
-fn fuse_available() -> bool {
-    let ok = Path::new("/dev/fuse").exists()
-        && std::process::Command::new("fusermount3")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: /dev/fuse or fusermount3 missing, skipping mount tests");
-    }
-    ok
-}
-
 /// Unmounts on drop, so a failing assertion leaves no mount behind.
 struct MountGuard<'a>(&'a Path);
 

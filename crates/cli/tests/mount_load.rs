@@ -12,18 +12,6 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-fn fuse_available() -> bool {
-    let ok = Path::new("/dev/fuse").exists()
-        && std::process::Command::new("fusermount3")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: /dev/fuse or fusermount3 missing, skipping mount tests");
-    }
-    ok
-}
-
 /// A mount that is undone on drop.
 struct Mount {
     _dir: tempfile::TempDir,
@@ -119,6 +107,26 @@ fn read_in_pieces(f: &mut std::fs::File, size: u64, rng: &mut Rng) -> Vec<u8> {
     out
 }
 
+/// Packs `tree` into `image` at level 1 (lz4, 1 MiB blocks).
+fn pack(tree: &Path, image: &Path) -> PathBuf {
+    let out = run(&[
+        "create",
+        "-i",
+        tree.to_str().unwrap(),
+        "-o",
+        image.to_str().unwrap(),
+        "-l",
+        "1",
+        "--no-progress",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    image.to_path_buf()
+}
+
 /// Pseudo-random bytes, some of them repeated, so blocks compress a little.
 fn contents(i: u64, len: usize) -> Vec<u8> {
     let mut rng = Rng(i.wrapping_mul(0x1234_5678_9abc_def1) | 1);
@@ -154,22 +162,7 @@ fn sixteen_readers_get_every_byte_within_bounded_memory() {
         std::fs::write(tree.join(&path), &data).unwrap();
         files.push((path, len as u64, format!("{:x}", Sha256::digest(&data))));
     }
-    let image = dir.path().join("load.dwarfs");
-    let out = run(&[
-        "create",
-        "-i",
-        tree.to_str().unwrap(),
-        "-o",
-        image.to_str().unwrap(),
-        "-l",
-        "1",
-        "--no-progress",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let image = pack(&tree, &dir.path().join("load.dwarfs"));
     let cache_mib = 8;
     let mount = Mount::new(&image, &format!("cachesize={cache_mib}m,workers=4"));
     let pid = mount.driver_pid();
@@ -308,22 +301,7 @@ fn tidying_releases_unused_blocks() {
     for i in 0..24u64 {
         std::fs::write(tree.join(format!("f{i}")), contents(i, 1 << 20)).unwrap();
     }
-    let image = dir.path().join("tidy.dwarfs");
-    let out = run(&[
-        "create",
-        "-i",
-        tree.to_str().unwrap(),
-        "-o",
-        image.to_str().unwrap(),
-        "-l",
-        "1",
-        "--no-progress",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let image = pack(&tree, &dir.path().join("tidy.dwarfs"));
     let mount = Mount::new(
         &image,
         "cachesize=64m,tidy_strategy=time,tidy_interval=100ms,tidy_max_age=200ms",

@@ -145,16 +145,23 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
         o.header = Some(std::fs::read(h).with_context(|| h.display().to_string())?);
     }
     if !args.no_history {
-        o.history = Some(HistoryEntry {
-            version: env!("CARGO_PKG_VERSION").into(),
-            system_id: format!("{} [{}]", std::env::consts::OS, std::env::consts::ARCH),
-            compiler_id: "rustc".into(),
-            arguments: Some(std::env::args().collect()),
-            timestamp: (!args.no_history_timestamps).then_some(now.max(0) as u64),
-            library_versions: None,
-        });
+        o.history = Some(history_entry(
+            (!args.no_history_timestamps).then_some(now.max(0) as u64),
+        ));
     }
     Ok(o)
+}
+
+/// The history entry recording this run of hoard.
+pub fn history_entry(timestamp: Option<u64>) -> HistoryEntry {
+    HistoryEntry {
+        version: env!("CARGO_PKG_VERSION").into(),
+        system_id: format!("{} [{}]", std::env::consts::OS, std::env::consts::ARCH),
+        compiler_id: "rustc".into(),
+        arguments: Some(std::env::args().collect()),
+        timestamp,
+        library_versions: None,
+    }
 }
 
 /// `--debug-filter`: shows what the filters decide, builds nothing.

@@ -2,7 +2,7 @@
 
 mod cat;
 mod check;
-mod create;
+pub mod create;
 pub mod create_args;
 mod extract;
 mod info;

@@ -5,7 +5,6 @@
 use super::create_args::RewriteArgs;
 use super::progress::human_bytes;
 use anyhow::{anyhow, bail, Context, Result};
-use hoard_format::history::HistoryEntry;
 use hoard_format::write::PackOptions;
 use hoard_writer::chmod::Chmod;
 use hoard_writer::level::Level;
@@ -74,13 +73,8 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         memory_limit: args
             .memory_limit
             .map_or_else(hoard_writer::pipeline::default_memory_limit, |l| l as u64),
-        history: (!args.no_history).then(|| HistoryEntry {
-            version: env!("CARGO_PKG_VERSION").into(),
-            system_id: format!("{} [{}]", std::env::consts::OS, std::env::consts::ARCH),
-            compiler_id: "rustc".into(),
-            arguments: Some(std::env::args().collect()),
-            timestamp: (!args.no_history_timestamps).then_some(now.max(0) as u64),
-            library_versions: None,
+        history: (!args.no_history).then(|| {
+            super::create::history_entry((!args.no_history_timestamps).then_some(now.max(0) as u64))
         }),
         section_index: !args.no_section_index,
         header: args

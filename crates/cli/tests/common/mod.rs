@@ -45,6 +45,20 @@ pub fn run(args: &[&str]) -> Output {
     hoard().args(args).output().expect("run hoard")
 }
 
+/// Whether FUSE mounts can be made here (`/dev/fuse` and `fusermount3`);
+/// says so when not.
+pub fn fuse_available() -> bool {
+    let ok = Path::new("/dev/fuse").exists()
+        && Command::new("fusermount3")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("note: /dev/fuse or fusermount3 missing, skipping mount tests");
+    }
+    ok
+}
+
 /// Whether the tests run as root (owners and devices can be restored).
 pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
