@@ -127,6 +127,10 @@ fn edge_tree_with(root: &Path, all: bool) {
         use std::os::unix::fs::FileExt;
         sparse.write_all_at(&noise(70_000, 3), 512 << 20).unwrap();
         sparse.write_all_at(b"tail", (1 << 30) - 4).unwrap();
+        // And one that ends in a hole.
+        let holey = std::fs::File::create(root.join("ends-in-a-hole.img")).unwrap();
+        holey.write_all_at(&noise(65_536, 4), 0).unwrap();
+        holey.set_len(4 << 20).unwrap();
     }
     // Permission bits.
     let suid = write(root, "modes/setuid", b"#!/bin/sh\n");

@@ -414,8 +414,9 @@ fn feed<S: crate::segment::BlockSink>(
     }
     // Anything appended after the scan is left out; a file that grew is
     // reported by its size.
+    use std::os::unix::fs::FileExt;
     let mut probe = [0u8; 1];
-    if file.read(&mut probe)? > 0 {
+    if file.read_at(&mut probe, len)? > 0 {
         return Ok(len + 1);
     }
     Ok(len)
