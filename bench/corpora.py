@@ -1,126 +1,378 @@
-"""Corpus builders. Each corpus is built once into the cache directory
-($HOARD_BENCH_DIR, default ~/.cache/hoard-bench) and reused; a stamp file
-marks a complete build."""
+"""The corpora the suite packs: built once into the cache directory, reused.
+
+    rootfs    a copy of some of this machine's system directories (`cp -a`:
+              symlinks, hard links, modes and times kept), the "root file
+              system of an OS" case
+    versions  many release source trees of one project (Django sdists from
+              PyPI, sha256-checked, downloads cached), unpacked side by side:
+              the "1,000 Perl installations" case
+    small     a synthetic mix of edge cases: a zero file, random bytes, WAV
+              audio, text, duplicates, hard and symbolic links, a sparse
+              file, thousands of tiny files, a deep path, odd names
+
+`prepare(name, quick, cache)` returns a `Corpus` (its tree and statistics),
+building it first unless a stamp file of the same recipe says it is there.
+Each corpus has a full and a `--quick` size.
+"""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+import glob
+import hashlib
 import json
 import math
 import os
 import random
+import re
 import shutil
-import struct
+import stat
 import subprocess
-import tarfile
+import time
 import urllib.parse
 import urllib.request
 import wave
 
-PYPI = "https://pypi.org/pypi/{}/json"
+NAMES = ("rootfs", "versions", "small")
+MiB = 1 << 20
+GiB = 1 << 30
 
 
-def cache_dir():
-    """Where corpora, downloads and scratch files live."""
-    d = os.environ.get("HOARD_BENCH_DIR") or os.path.expanduser("~/.cache/hoard-bench")
-    os.makedirs(d, exist_ok=True)
-    return d
+@dataclasses.dataclass
+class Corpus:
+    name: str
+    quick: bool
+    tree: str  # the directory to pack
+    stats: dict  # entries, files, dirs, symlinks, hardlinks, bytes, ...
+    recipe: dict  # what it was built from
+
+    @property
+    def label(self) -> str:
+        return self.name + (" (quick)" if self.quick else "")
 
 
-def _rootfs(dest, quick):
-    """A copy of system directories, symlinks and hard links kept."""
-    sources = (["/usr/lib/python3", "/usr/share/perl"] if quick else
-               ["/usr/share", "/usr/lib/python3", "/usr/lib/python3.11",
-                "/usr/lib/x86_64-linux-gnu", "/usr/lib/jvm"])
-    for src in sources:
-        if os.path.isdir(src):
-            target = os.path.join(dest, src.lstrip("/"))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            # cp -a keeps links, modes and times; unreadable files are skipped.
-            subprocess.run(["cp", "-a", src, target], check=False,
-                           stderr=subprocess.DEVNULL)
+def cache_dir() -> str:
+    """$HOARD_BENCH_DIR, else hoard-bench in the user's cache directory."""
+    d = os.environ.get("HOARD_BENCH_DIR")
+    if not d:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+        d = os.path.join(base, "hoard-bench")
+    return os.path.abspath(d)
 
 
-def _versions(dest, quick):
-    """Release source archives of Django from PyPI, unpacked side by side."""
-    meta = json.load(urllib.request.urlopen(PYPI.format("Django"), timeout=60))
-    releases = []
-    for version, files in meta["releases"].items():
-        parts = version.split(".")
-        if not all(p.isdigit() for p in parts):
-            continue  # no pre-releases
-        sdists = [f for f in files if f["packagetype"] == "sdist"]
+def prepare(name: str, quick: bool, cache: str, log=print) -> Corpus:
+    """The corpus `name`, built into `cache` first if it is not there yet."""
+    recipe = RECIPES[name](quick)
+    root = os.path.join(cache, "corpora", name + ("-quick" if quick else ""))
+    stamp = os.path.join(root, "stamp.json")
+    tree = os.path.join(root, "tree")
+    if os.path.exists(stamp):
+        with open(stamp) as f:
+            done = json.load(f)
+        if done.get("recipe") == recipe and os.path.isdir(tree):
+            return Corpus(name, quick, tree, done["stats"], recipe)
+        log(f"corpus {name}: recipe changed, rebuilding")
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    work = tree + ".partial"
+    t0 = time.monotonic()
+    log(f"corpus {name}{' (quick)' if quick else ''}: building in {root}")
+    BUILDERS[name](work, recipe, cache, log)
+    os.rename(work, tree)
+    stats = tree_stats(tree)
+    with open(stamp, "w") as f:
+        json.dump({"recipe": recipe, "stats": stats,
+                   "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f, indent=1)
+    log(f"corpus {name}: {stats['bytes'] / MiB:.0f} MiB in {stats['files']} files, "
+        f"built in {time.monotonic() - t0:.0f} s")
+    return Corpus(name, quick, tree, stats, recipe)
+
+
+def tree_stats(tree: str) -> dict:
+    """Counts of a tree: entries (as `find` prints them, the root included),
+    directories, regular files, symlinks, extra hard-link names, other
+    entries; `bytes` counts each inode once, `bytes_all_names` every name."""
+    s = dict(entries=1, dirs=1, files=0, symlinks=0, hardlinks=0, other=0,
+             bytes=0, bytes_all_names=0, largest_file=0)
+    seen = set()
+    for root, dirs, files in os.walk(tree):
+        for name in dirs + files:
+            st = os.lstat(os.path.join(root, name))
+            s["entries"] += 1
+            if stat.S_ISDIR(st.st_mode):
+                s["dirs"] += 1
+            elif stat.S_ISREG(st.st_mode):
+                s["files"] += 1
+                s["bytes_all_names"] += st.st_size
+                if (st.st_dev, st.st_ino) in seen:
+                    s["hardlinks"] += 1
+                else:
+                    seen.add((st.st_dev, st.st_ino))
+                    s["bytes"] += st.st_size
+                    s["largest_file"] = max(s["largest_file"], st.st_size)
+            elif stat.S_ISLNK(st.st_mode):
+                s["symlinks"] += 1
+            else:
+                s["other"] += 1
+    return s
+
+
+# ---------------------------------------------------------------- rootfs
+
+def _rootfs_recipe(quick: bool) -> dict:
+    if quick:
+        return {"candidates": ["/usr/lib/python3*", "/usr/share/perl*", "/usr/share/vim",
+                               "/usr/include", "/usr/share/man"],
+                "target": 100 * MiB, "limit": 200 * MiB}
+    return {"candidates": ["/usr/lib/jvm", "/usr/share", "/usr/lib/python3*",
+                           "/usr/lib/x86_64-linux-gnu", "/usr/lib/gcc", "/usr/include",
+                           "/usr/bin", "/usr/sbin", "/usr/libexec", "/usr/lib"],
+            "target": 1536 * MiB, "limit": 3 * GiB}
+
+
+def _build_rootfs(work: str, recipe: dict, cache: str, log) -> None:
+    """Copies candidate directories, in order, until `target` bytes; skips a
+    directory that would go past `limit`. One `cp -a --parents` for all, so
+    hard links between them are kept too."""
+    chosen, total = [], 0
+    for pattern in recipe["candidates"]:
+        for path in sorted(glob.glob(pattern)):
+            if total >= recipe["target"]:
+                break
+            if not os.path.isdir(path) or os.path.islink(path):
+                continue
+            if any(path == c or path.startswith(c + "/") or c.startswith(path + "/")
+                   for c in chosen):
+                continue  # nested in (or containing) a directory already chosen
+            size = tree_stats(path)["bytes"]
+            if total + size > recipe["limit"]:
+                log(f"  rootfs: skipping {path} ({size / MiB:.0f} MiB, over the limit)")
+                continue
+            chosen.append(path)
+            total += size
+    if not chosen:
+        raise RuntimeError("rootfs: none of the candidate directories exist")
+    log(f"  rootfs: copying {', '.join(chosen)} ({total / MiB:.0f} MiB)")
+    os.makedirs(work)
+    # Relative to /: coreutils 9.1's `cp --parents` trips over absolute sources.
+    subprocess.run(["cp", "-a", "--parents", *[c.lstrip("/") for c in chosen], work],
+                   cwd="/", check=True)
+    with open(os.path.join(os.path.dirname(work), "sources.txt"), "w") as f:
+        f.write("\n".join(chosen) + "\n")
+
+
+# ---------------------------------------------------------------- versions
+
+PYPI_JSON = os.environ.get("HOARD_BENCH_PYPI", "https://pypi.org/pypi") + "/{}/json"
+
+
+def _versions_recipe(quick: bool) -> dict:
+    # Full: 40 releases spread evenly over Django's final releases (~1.8 GB
+    # unpacked). Quick: the first and last release of the 1.11 series.
+    if quick:
+        return {"project": "Django", "count": 2, "series": r"1\.11(\.\d+)?"}
+    return {"project": "Django", "count": 40, "series": r"[0-9.]+"}
+
+
+def _version_key(v: str):
+    return tuple(int(x) for x in v.split("."))
+
+
+def _pick_releases(meta: dict, recipe: dict) -> list:
+    """(version, sdist file info) of `count` final releases spread evenly over
+    the matching series, oldest first, the newest included."""
+    finals = []
+    for v, files in meta["releases"].items():
+        if not re.fullmatch(r"\d+(\.\d+)*", v) or not re.fullmatch(recipe["series"], v):
+            continue
+        sdists = [f for f in files if f["packagetype"] == "sdist" and not f.get("yanked")
+                  and f["filename"].endswith((".tar.gz", ".tgz"))]
         if sdists:
-            releases.append((tuple(int(p) for p in parts), sdists[0]))
-    releases.sort()
-    # Full: the last patch release of every minor series from 1.8 on, plus
-    # some patch releases of recent series; quick: two neighbours.
-    newest = releases[-2:] if quick else _spread(releases, 24)
-    downloads = os.path.join(cache_dir(), "downloads")
+            finals.append((v, sdists[0]))
+    finals.sort(key=lambda x: _version_key(x[0]))
+    n = min(recipe["count"], len(finals))
+    if n < 1:
+        raise RuntimeError(f"{recipe['project']}: no matching releases on PyPI")
+    if n == 1:
+        return finals[-1:]
+    idx = sorted({round(i * (len(finals) - 1) / (n - 1)) for i in range(n)})
+    return [finals[i] for i in idx]
+
+
+def _fetch(url: str, tries: int = 3) -> bytes:
+    for attempt in range(tries):
+        try:
+            with urllib.request.urlopen(url, timeout=120) as r:
+                return r.read()
+        except OSError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(2 * (attempt + 1))
+    raise AssertionError
+
+
+def _download(url: str, sha256: str, dest: str, log) -> None:
+    """Downloads `url` to `dest` unless a file with that sha256 is there."""
+    if os.path.exists(dest):
+        with open(dest, "rb") as f:
+            if hashlib.sha256(f.read()).hexdigest() == sha256:
+                return
+    log(f"  versions: downloading {os.path.basename(dest)}")
+    data = _fetch(url)
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha256:
+        raise RuntimeError(f"{url}: sha256 {got}, PyPI says {sha256}")
+    with open(dest + ".part", "wb") as f:
+        f.write(data)
+    os.rename(dest + ".part", dest)
+
+
+def _build_versions(work: str, recipe: dict, cache: str, log) -> None:
+    """Downloads the chosen sdists (cached under downloads/pypi) and unpacks
+    each into its own directory."""
+    api = PYPI_JSON.format(recipe["project"])
+    meta = json.loads(_fetch(api))
+    downloads = os.path.join(cache, "downloads", "pypi")
     os.makedirs(downloads, exist_ok=True)
-    for _, f in newest:
-        path = os.path.join(downloads, f["filename"])
-        if not os.path.exists(path):
-            url = urllib.parse.urljoin(PYPI.format("Django"), f["url"])
-            urllib.request.urlretrieve(url, path + ".part")
-            os.rename(path + ".part", path)
-        with tarfile.open(path) as t:
-            t.extractall(dest, filter="tar")
+    os.makedirs(work)
+    picked = _pick_releases(meta, recipe)
+    log(f"  versions: {recipe['project']} {', '.join(v for v, _ in picked)}")
+    for version, info in picked:
+        url = urllib.parse.urljoin(api, info["url"])  # the index may give relative URLs
+        archive = os.path.join(downloads, info["filename"])
+        _download(url, info["digests"]["sha256"], archive, log)
+        dest = os.path.join(work, f"{recipe['project']}-{version}")
+        os.makedirs(dest)
+        # GNU tar refuses absolute and ../ member names; one top directory is stripped.
+        subprocess.run(["tar", "-xzf", archive, "-C", dest, "--strip-components=1",
+                        "--no-same-owner"], check=True)
 
 
-def _spread(releases, n):
-    """`n` releases spread evenly over the list, the newest included."""
-    step = max(1, len(releases) // n)
-    picked = releases[::-1][::step][:n]
-    return sorted(picked)
+# ---------------------------------------------------------------- small
+
+def _small_recipe(quick: bool) -> dict:
+    scale = 16 if quick else 1
+    return {"zeros": 256 * MiB // scale, "random": 64 * MiB // scale,
+            "wav_files": 2 if quick else 8, "wav_seconds": 10 if quick else 30,
+            "text": 24 * MiB // scale, "sparse": 64 * MiB // scale,
+            "tiny_files": 20000 // (10 if quick else 1), "deep": 30 if quick else 100,
+            "hardlink_groups": 200 // (10 if quick else 1), "long_name": 250, "seed": 1}
 
 
-def _wav(path, seconds, freq):
+WORDS = ("the of and to in is was for on that with as by at from this be are or an it "
+         "file system image block compress read write mount data tree node inode chunk "
+         "metadata segment window level hash table cache worker thread offset size").split()
+
+
+def _build_small(work: str, recipe: dict, cache: str, log) -> None:
+    rng = random.Random(recipe["seed"])
+    os.makedirs(work)
+    j = lambda *p: os.path.join(work, *p)  # noqa: E731
+
+    # A zero file, written out (not sparse), and random bytes.
+    with open(j("zeros.bin"), "wb") as f:
+        block = bytes(MiB)
+        for _ in range(recipe["zeros"] // MiB):
+            f.write(block)
+    with open(j("random.bin"), "wb") as f:
+        for _ in range(recipe["random"] // MiB):
+            f.write(rng.randbytes(MiB))
+
+    # A sparse file: a few islands of data in a hole.
+    with open(j("sparse.img"), "wb") as f:
+        f.truncate(recipe["sparse"])
+        for k in range(4):
+            f.seek(k * recipe["sparse"] // 4)
+            f.write(rng.randbytes(64 * 1024))
+
+    # WAV audio: 16-bit stereo, 44.1 kHz, chords with a little noise.
+    os.makedirs(j("audio"))
+    for n in range(recipe["wav_files"]):
+        _write_wav(j("audio", f"track{n:02}.wav"), recipe["wav_seconds"], rng)
+
+    # Text: made-up prose, in files of 16–256 KiB; a few duplicated.
+    os.makedirs(j("text", "dup"))
+    left, k = recipe["text"], 0
+    while left > 0:
+        size = min(left, rng.randint(16, 256) * 1024)
+        words = []
+        length = 0
+        while length < size:
+            w = rng.choice(WORDS)
+            words.append(w)
+            length += len(w) + 1
+        with open(j("text", f"doc{k:04}.txt"), "w") as f:
+            f.write(" ".join(words)[:size])
+        left -= size
+        k += 1
+    for i in range(0, k, 7):
+        shutil.copy2(j("text", f"doc{i:04}.txt"), j("text", "dup", f"copy-of-doc{i:04}.txt"))
+
+    # Tiny files (0–512 bytes) in 200 directories; some empty, some equal.
+    for i in range(recipe["tiny_files"]):
+        d = j("tiny", f"d{i % 200:03}")
+        if i < 200:
+            os.makedirs(d)
+        with open(os.path.join(d, f"f{i:05}"), "wb") as f:
+            if i % 10:
+                f.write(rng.randbytes(rng.randint(1, 512)) if i % 3 else b"same tiny content\n")
+
+    # Hard links: groups of three names for one inode, across directories.
+    os.makedirs(j("links", "a"))
+    os.makedirs(j("links", "b"))
+    for i in range(recipe["hardlink_groups"]):
+        first = j("links", "a", f"h{i:04}")
+        with open(first, "wb") as f:
+            f.write(rng.randbytes(rng.randint(100, 20000)))
+        os.link(first, j("links", "b", f"h{i:04}"))
+        os.link(first, j("links", f"h{i:04}.again"))
+    os.link(j("random.bin"), j("links", "random-hardlink.bin"))
+
+    # Symbolic links: relative, absolute, to a directory, dangling, a chain.
+    os.symlink("../text/doc0000.txt", j("links", "rel"))
+    os.symlink("/usr/bin/env", j("links", "abs"))
+    os.symlink("../audio", j("links", "dir"))
+    os.symlink("does/not/exist", j("links", "dangling"))
+    os.symlink("rel", j("links", "chain"))
+
+    # A deep path, long names, odd characters (no newlines: `find | wc -l`
+    # counts the entries), an empty directory.
+    d = j("deep")
+    for i in range(recipe["deep"]):
+        d = os.path.join(d, f"level{i:03}")
+    os.makedirs(d)
+    with open(os.path.join(d, "bottom.txt"), "w") as f:
+        f.write("the bottom\n")
+    os.makedirs(j("names", "empty-dir"))
+    # The long name is not 255 bytes: erofs-utils 1.5 fails on one among others.
+    for name in ("x" * recipe["long_name"], "space and tab\t.txt", "ünïcödé-名前-🙂.txt",
+                 "-leading-dash", "quote'double\"back\\slash", "*glob?[chars]"):
+        with open(j("names", name), "w") as f:
+            f.write(name + "\n")
+
+
+def _write_wav(path: str, seconds: int, rng: random.Random) -> None:
+    rate = 44100
+    chord = [rng.choice([220.0, 261.6, 329.6, 392.0, 440.0, 523.3]) * (1 + i * 0.5)
+             for i in range(3)]
+    # One second of samples computed, then varied per second by amplitude.
+    base = array.array("h")
+    for t in range(rate):
+        x = sum(math.sin(2 * math.pi * f * t / rate) for f in chord) / len(chord)
+        left = int(12000 * x + rng.gauss(0, 300))
+        right = int(11000 * x + rng.gauss(0, 300))
+        base.append(max(-32768, min(32767, left)))
+        base.append(max(-32768, min(32767, right)))
     with wave.open(path, "wb") as w:
         w.setnchannels(2)
         w.setsampwidth(2)
-        w.setframerate(44100)
-        frames = bytearray()
-        for i in range(int(44100 * seconds)):
-            v = int(12000 * math.sin(2 * math.pi * freq * i / 44100))
-            frames += struct.pack("<hh", v, v // 2)
-        w.writeframes(bytes(frames))
+        w.setframerate(rate)
+        for s in range(seconds):
+            gain = 0.5 + 0.5 * math.sin(s / 3)
+            sec = array.array("h", (int(v * gain) for v in base))
+            w.writeframes(sec.tobytes())
 
 
-def _small(dest, quick):
-    """Edge cases: zeros, random bytes, audio, links, many tiny files."""
-    scale = 16 if quick else 1
-    rnd = random.Random(42)
-    with open(os.path.join(dest, "zeros.bin"), "wb") as f:
-        f.write(bytes(256 * 2**20 // scale))
-    with open(os.path.join(dest, "random.bin"), "wb") as f:
-        f.write(rnd.randbytes(64 * 2**20 // scale))
-    audio = os.path.join(dest, "audio")
-    os.makedirs(audio)
-    for i in range(4 if quick else 12):
-        _wav(os.path.join(audio, f"tone{i}.wav"), 3, 220 * (i + 1))
-    tiny = os.path.join(dest, "tiny")
-    os.makedirs(tiny)
-    for i in range(20000 // scale * 2 if quick else 20000):
-        with open(os.path.join(tiny, f"f{i:05d}.txt"), "w") as f:
-            f.write(f"{i % 777}\n" * (i % 5))
-    deep = os.path.join(dest, *[f"level{i}" for i in range(30)])
-    os.makedirs(deep)
-    with open(os.path.join(deep, "leaf.txt"), "w") as f:
-        f.write("deep\n")
-    os.link(os.path.join(dest, "random.bin"), os.path.join(dest, "random-link.bin"))
-    os.symlink("random.bin", os.path.join(dest, "random-symlink"))
-    os.symlink("/nonexistent", os.path.join(dest, "dangling"))
-
-
-BUILDERS = {"rootfs": _rootfs, "versions": _versions, "small": _small}
-
-
-def corpus(name, quick):
-    """The path of corpus `name` (built if missing)."""
-    size = "quick" if quick else "full"
-    path = os.path.join(cache_dir(), "corpora", f"{name}-{size}")
-    stamp = path + ".done"
-    if not os.path.exists(stamp):
-        shutil.rmtree(path, ignore_errors=True)
-        os.makedirs(path)
-        print(f"building corpus {name} ({size}) in {path} ...", flush=True)
-        BUILDERS[name](path, quick)
-        open(stamp, "w").close()
-    return path
+RECIPES = {"rootfs": _rootfs_recipe, "versions": _versions_recipe, "small": _small_recipe}
+BUILDERS = {"rootfs": _build_rootfs, "versions": _build_versions, "small": _build_small}

@@ -1,87 +1,311 @@
-"""Read benchmarks on mounted images: mount time, `find`, full-tree reads
-cold and warm, fio random reads, and the driver's CPU time."""
+"""Read benchmarks on mounted images.
+
+A `Driver` mounts one builder's image: hoard mount, DwarFS's dwarfs,
+squashfuse and squashfuse_ll, erofsfuse, and (as references, root only) the
+kernel's own squashfs and erofs through a loop device. `measure_round()`
+mounts an image once and measures, in this order:
+
+    mount_s        until the mount point answers
+    find_s         `find MNT | wc -l` (the entry count is checked)
+    cold_read_s    `tar cf - -C MNT . | wc -c` after dropping the page cache
+                   (root), else on the fresh mount only
+    warm_read_s    the same again
+    fio_4k_iops, fio_64k_mibs   fio random reads over a fixed set of files
+    driver_cpu_s   CPU the driver process used over the round (FUSE only),
+    driver_cold_cpu_s  ... during the cold read alone,
+    driver_rss_kib peak RSS of the driver process (VmHWM)
+
+then unmounts, always, and makes sure the driver process is gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
 import json
 import os
+import re
+import signal
+import stat
 import subprocess
 import time
 
 import measure
-import tools
 
 
-def driver_pid(mnt):
-    """The pid of the FUSE process serving `mnt` (the one whose command line
-    names it)."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if os.fsencode(mnt) in args:
-            return int(pid)
+@dataclasses.dataclass
+class Driver:
+    id: str
+    family: str
+    label: str
+    image_of: tuple  # builder ids whose images it mounts, in preference order
+    mount: object  # (program path or name, image, mnt) -> argv
+    program: str  # what must be installed
+    kernel: bool = False  # a kernel file system: root only, no daemon
+    why_not: str | None = None
+
+
+def drivers(hoard: str | None) -> list:
+    """Every mount driver the suite knows, in table order."""
+    return [
+        Driver("hoard-mount", "hoard", "hoard mount", ("hoard-l7",),
+               lambda p, i, m: [p, "mount", i, m], hoard or "hoard"),
+        Driver("dwarfs", "dwarfs", "dwarfs (FUSE)", ("mkdwarfs-l7", "hoard-l7"),
+               lambda p, i, m: [p, i, m], "dwarfs"),
+        Driver("squashfuse", "squashfs", "squashfuse", ("squashfs-zstd22",),
+               lambda p, i, m: [p, i, m], "squashfuse"),
+        Driver("squashfuse_ll", "squashfs", "squashfuse_ll", ("squashfs-zstd22",),
+               lambda p, i, m: [p, i, m], "squashfuse_ll"),
+        Driver("erofsfuse", "erofs", "erofsfuse", ("erofs-lz4hc",),
+               lambda p, i, m: [p, i, m], "erofsfuse"),
+        Driver("squashfs-kernel", "squashfs", "squashfs (kernel)", ("squashfs-zstd22",),
+               lambda p, i, m: [p, "-t", "squashfs", "-o", "loop,ro", i, m], "mount",
+               kernel=True),
+        Driver("erofs-kernel", "erofs", "erofs (kernel)", ("erofs-lz4hc",),
+               lambda p, i, m: [p, "-t", "erofs", "-o", "loop,ro", i, m], "mount",
+               kernel=True),
+    ]
+
+
+def probe(items: list, programs) -> None:
+    """Sets `why_not` on every driver that cannot run here."""
+    fs = _kernel_filesystems()
+    for d in items:
+        if not programs.find("hoard" if d.family == "hoard" else d.program):
+            d.why_not = f"{os.path.basename(d.program)} not found"
+            if d.id == "dwarfs":
+                d.why_not += " (DwarFS is not packaged for Debian 12)"
+            if d.id == "erofsfuse":
+                d.why_not += " (not packaged for Debian 12)"
+        elif not d.kernel and not os.path.exists("/dev/fuse"):
+            d.why_not = "no /dev/fuse"
+        elif d.kernel and os.geteuid() != 0:
+            d.why_not = "kernel mounts need root"
+        elif d.kernel and d.family not in fs:
+            d.why_not = f"the kernel has no {d.family}"
+
+
+def _kernel_filesystems() -> set:
+    try:
+        with open("/proc/filesystems") as f:
+            return {line.split()[-1] for line in f if line.strip()}
+    except OSError:
+        return set()
+
+
+class MountError(RuntimeError):
+    pass
+
+
+def measure_round(driver: Driver, program: str, image: str, mnt: str, corpus, fio_files,
+                  settings: dict, log) -> dict:
+    """Mounts `image` with `driver` once and returns the round's figures."""
+    out = {"notes": []}
+    cold = settings["cold"] == "drop_caches"
+    if cold:
+        measure.drop_caches()
+    start = time.perf_counter()
+    s = measure.run([driver.mount(program, image, mnt)], log=log, timeout=120)
+    if not s.ok:
+        raise MountError(f"mount failed (exit {s.rc})")
+    _wait_mounted(mnt, start + 60)
+    out["mount_s"] = time.perf_counter() - start
+    pid = None if driver.kernel else daemon_pid(mnt, os.path.basename(program))
+    try:
+        cpu0 = measure.proc_cpu(pid) if pid else None
+
+        r = measure.run([["find", mnt], ["wc", "-l"]], capture=True, log=log)
+        out["find_s"] = r.wall
+        seen = int(r.stdout or 0)
+        if seen != corpus.stats["entries"]:
+            out["notes"].append(f"find saw {seen} entries, "
+                                f"the corpus has {corpus.stats['entries']}")
+
+        if cold:
+            measure.drop_caches()
+        c0 = measure.proc_cpu(pid) if pid else None
+        r = _tar_read(mnt, log)
+        out["cold_read_s"] = r.wall
+        if pid:
+            out["driver_cold_cpu_s"] = measure.proc_cpu(pid) - c0
+        out["read_bytes"] = int(r.stdout or 0)
+        out["warm_read_s"] = _tar_read(mnt, log).wall
+
+        if fio_files and settings.get("fio"):
+            for bs, key in (("4k", "fio_4k_iops"), ("64k", "fio_64k_mibs")):
+                if cold:
+                    measure.drop_caches()
+                res = run_fio(mnt, fio_files, bs, settings, log)
+                if res:
+                    out[key] = res["iops"] if key.endswith("iops") else res["mibs"]
+        if pid:
+            out["driver_cpu_s"] = measure.proc_cpu(pid) - cpu0
+            out["driver_rss_kib"] = measure.proc_peak_rss_kib(pid)
+    finally:
+        unmount(mnt, driver.kernel, pid, log)
+    return out
+
+
+def _tar_read(mnt: str, log) -> measure.Sample:
+    r = measure.run([["tar", "cf", "-", "-C", mnt, "."], ["wc", "-c"]], capture=True, log=log)
+    # tar exits 1 for "file changed as we read it" and the like; 2 is fatal.
+    if r.rc not in (0, 1) or r.timed_out:
+        raise MountError(f"tar over the mount failed (exit {r.rc})")
+    return r
+
+
+def _wait_mounted(mnt: str, deadline: float) -> None:
+    while True:
+        if os.path.ismount(mnt):
+            try:
+                os.listdir(mnt)
+                return
+            except OSError:
+                pass
+        if time.perf_counter() > deadline:
+            raise MountError(f"{mnt} did not become a mount point")
+        time.sleep(0.002)
+
+
+def daemon_pid(mnt: str, program: str) -> int | None:
+    """The pid of the FUSE process serving `mnt`: the one named `program`
+    whose command line names the mount point."""
+    want = os.fsencode(mnt)
+    for pid in _pids():
+        argv = _cmdline(pid)
+        if argv and want in argv and os.path.basename(argv[0]) == os.fsencode(program):
+            return pid
     return None
 
 
-def wait_mounted(mnt, timeout=30):
-    """Waits until `mnt` is a mount point."""
-    end = time.time() + timeout
-    while not os.path.ismount(mnt):
-        if time.time() > end:
-            raise RuntimeError(f"{mnt}: not mounted after {timeout} s")
-        time.sleep(0.005)
+def _pids():
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            yield int(name)
 
 
-def fio(mnt, block_size, seconds):
-    """Random-read IOPS over all files of the mount, or None without fio."""
-    if not tools.have("fio"):
-        return None
-    out = subprocess.run(
-        ["fio", "--name=rand", f"--opendir={mnt}", "--rw=randread", f"--bs={block_size}",
-         "--readonly", "--ioengine=psync", "--numjobs=4", "--group_reporting",
-         "--time_based", f"--runtime={seconds}", "--output-format=json"],
-        capture_output=True, text=True)
-    # fio prints notes about skipped files before its JSON.
-    start = out.stdout.find("{\n")
-    if out.returncode != 0 or start < 0:
-        return None
-    job = json.loads(out.stdout[start:])["jobs"][0]["read"]
-    return {"iops": job["iops"], "mib_s": job["bw"] / 1024}
-
-
-def bench_mount(kind, image, mnt, quick):
-    """Every read metric of one image through its FUSE driver, or None
-    when no driver for it is installed."""
-    cmd = tools.mount_command(kind, image, mnt)
-    if cmd is None:
-        return None
-    result = {}
-    cold = measure.drop_caches()
-    start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    wait_mounted(mnt)
-    result["mount_s"] = time.perf_counter() - start
+def _cmdline(pid: int) -> list:
     try:
-        pid = driver_pid(mnt)
-        result["find_s"] = measure.run(f"find '{mnt}' | wc -l", shell=True).wall
-        # A fresh mount after dropping caches is as cold as it gets.
-        if cold:
-            measure.drop_caches()
-        result["read_cold_s"] = measure.run(f"tar cf - -C '{mnt}' . | wc -c", shell=True).wall
-        result["read_warm_s"] = measure.run(f"tar cf - -C '{mnt}' . | wc -c", shell=True).wall
-        seconds = 3 if quick else 10
-        result["fio_4k"] = fio(mnt, "4k", seconds)
-        result["fio_64k"] = fio(mnt, "64k", seconds)
-        if pid:
-            result["driver_cpu_s"] = measure.process_cpu(pid)
-            result["driver_rss_kb"] = measure.process_rss_kb(pid)
-        result["cold_cache"] = cold
-    finally:
-        tools.unmount(mnt)
-        for _ in range(100):
-            if not os.path.ismount(mnt):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def unmount(mnt: str, kernel: bool, pid: int | None, log) -> None:
+    """Unmounts (lazily if it must) and waits for the driver to exit,
+    killing it if it does not within 10 s."""
+    cmds = ([["umount", mnt], ["umount", "-l", mnt]] if kernel else
+            [["fusermount3", "-u", mnt], ["umount", mnt], ["fusermount3", "-uz", mnt],
+             ["umount", "-l", mnt]])
+    for argv in cmds:
+        if not is_mounted(mnt):
+            break
+        subprocess.run(argv, stdout=log or subprocess.DEVNULL, stderr=log or subprocess.DEVNULL)
+        for _ in range(50):
+            if not is_mounted(mnt):
                 break
+            time.sleep(0.02)
+    if pid:
+        _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    for sig, wait in ((None, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        if sig:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                return
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            if not os.path.exists(f"/proc/{pid}") or _state(pid) == "Z":
+                return
             time.sleep(0.05)
-    return result
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def is_mounted(mnt: str) -> bool:
+    """Whether `mnt` is a mount point, from the kernel's table (a FUSE mount
+    whose driver died answers no stat, so os.path.ismount says no)."""
+    return mnt in mounted_under(mnt)
+
+
+def mounted_under(root: str) -> list:
+    """Mount points at or under `root`, deepest first."""
+    points = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+                if point == root or point.startswith(root + "/"):
+                    points.append(point)
+    except OSError:
+        pass
+    return sorted(points, reverse=True)
+
+
+def cleanup_stale(scratch_root: str, log) -> None:
+    """Unmounts what a previous run that was killed left mounted: mount points
+    in run-PID directories whose PID is gone. (A FUSE driver exits by itself
+    once unmounted; nothing is killed here.)"""
+    try:
+        names = os.listdir(scratch_root)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith("run-") or not name[4:].isdigit():
+            continue
+        if os.path.exists(f"/proc/{name[4:]}"):
+            continue  # that run is still going (or the pid was reused: leave it)
+        for point in mounted_under(os.path.join(scratch_root, name)):
+            log(f"unmounting a stale mount: {point}")
+            unmount(point, False, None, None)
+
+
+def pick_fio_files(tree: str, limit: int = 64) -> list:
+    """Relative paths of up to `limit` regular files of the corpus for the
+    random-read test: files of 256 KiB or more spread over the tree (the
+    largest ones if there are too few); names with ':' are left out (fio
+    splits file lists on it)."""
+    files = []
+    for root, dirs, names in os.walk(tree):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_size >= 64 * 1024 and ":" not in path:
+                files.append((os.path.relpath(path, tree), st.st_size))
+    big = [f for f in files if f[1] >= 256 * 1024]
+    if len(big) < 8:
+        big = sorted(files, key=lambda f: -f[1])[:16]
+    if len(big) > limit:
+        big = [big[round(i * (len(big) - 1) / (limit - 1))] for i in range(limit)]
+    return [f[0] for f in big]
+
+
+def run_fio(mnt: str, files: list, bs: str, settings: dict, log) -> dict | None:
+    """Random reads of block size `bs` over `files` under `mnt`, one job per
+    thread, each reading settings['fio_io_size'][bs] bytes with every block
+    read at most once per job (so the page cache does not answer for the
+    driver); IOPS and MiB/s."""
+    argv = ["fio", "--name=randread", f"--directory={mnt}", "--filename=" + ":".join(files),
+            "--rw=randread", f"--bs={bs}", "--ioengine=psync", "--readonly", "--invalidate=1",
+            "--randrepeat=1", "--file_service_type=random",
+            f"--io_size={settings['fio_io_size'][bs]}", f"--numjobs={settings['threads']}",
+            "--group_reporting", "--output-format=json"]
+    r = measure.run([argv], capture=True, log=log, timeout=settings["timeout"])
+    if not r.ok:
+        return None
+    text = r.stdout.decode(errors="replace")
+    try:
+        job = json.loads(text[text.index("{"):])["jobs"][0]["read"]
+    except (ValueError, KeyError, IndexError):
+        return None
+    return {"iops": job["iops"], "mibs": job["bw_bytes"] / (1 << 20)}

@@ -1,106 +1,282 @@
-"""The results as Markdown tables, JSON and SVG charts."""
+"""The report: results.json (every sample), README.md (machine, command,
+charts, one set of tables per corpus) and one SVG chart per metric.
+
+Each figure is the median of the runs, with the spread (min–max) in
+brackets and the ratio against hoard's default (`hoard -l7` for builds,
+`hoard mount` of that image for reads, `hoard extract` for extraction).
+"""
+
+from __future__ import annotations
+
+import dataclasses
 import json
 import os
 
+import measure
 import svg
 
-MIB = 2**20
+MiB = 1 << 20
+ORDER = ["rootfs", "versions", "small"]
+REFERENCE = {"build": "hoard-l7", "mount": "hoard-mount", "extract": "hoard-extract"}
 
 
-def _fmt(summary, digits=2):
-    if not summary:
+@dataclasses.dataclass
+class Metric:
+    key: str  # file name of its chart
+    phase: str  # build, mount or extract
+    title: str  # column and chart title
+    unit: str
+    better: str  # "lower" or "higher"
+    get: object  # sample -> number or None
+
+
+METRICS = [
+    Metric("image_size", "build", "Image size", "MiB", "lower", lambda s: s["size"] / MiB),
+    Metric("build_time", "build", "Build time (wall)", "s", "lower", lambda s: s["wall"]),
+    Metric("build_cpu", "build", "Build CPU (user+sys)", "s", "lower", lambda s: s["cpu"]),
+    Metric("build_rss", "build", "Build peak RSS", "MiB", "lower", lambda s: s["rss_kib"] / 1024),
+    Metric("mount_time", "mount", "Mount time", "ms", "lower", lambda s: s["mount_s"] * 1000),
+    Metric("find_time", "mount", "find over the mount", "s", "lower", lambda s: s["find_s"]),
+    Metric("cold_read", "mount", "Full read, cold", "s", "lower", lambda s: s["cold_read_s"]),
+    Metric("warm_read", "mount", "Full read, warm", "s", "lower", lambda s: s["warm_read_s"]),
+    Metric("fio_4k", "mount", "Random reads 4k", "IOPS", "higher", lambda s: s.get("fio_4k_iops")),
+    Metric("fio_64k", "mount", "Random reads 64k", "MiB/s", "higher",
+           lambda s: s.get("fio_64k_mibs")),
+    Metric("driver_cpu", "mount", "Driver CPU, cold read", "s", "lower",
+           lambda s: s.get("driver_cold_cpu_s")),
+    Metric("driver_rss", "mount", "Driver peak RSS", "MiB", "lower",
+           lambda s: s["driver_rss_kib"] / 1024 if s.get("driver_rss_kib") else None),
+    Metric("extract_time", "extract", "Extraction time (wall)", "s", "lower", lambda s: s["wall"]),
+    Metric("extract_cpu", "extract", "Extraction CPU", "s", "lower", lambda s: s["cpu"]),
+    Metric("extract_rss", "extract", "Extraction peak RSS", "MiB", "lower",
+           lambda s: s["rss_kib"] / 1024),
+]
+
+
+def num(v: float | None) -> str:
+    """A figure with about three significant digits."""
+    if v is None:
         return "–"
-    m, lo, hi = summary["median"], summary["min"], summary["max"]
-    spread = f" ({lo:.{digits}f}–{hi:.{digits}f})" if summary["runs"] > 1 else ""
-    return f"{m:.{digits}f}{spread}"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
 
 
-def _ratio(value, base):
-    return f"{value / base:.2f}×" if base else "–"
+def summarize(entry: dict, metric: Metric) -> dict | None:
+    return measure.summary([metric.get(s) for s in entry.get("samples", [])])
 
 
-def markdown(results):
-    """One Markdown section per corpus."""
-    lines = []
-    for name, c in results["corpora"].items():
-        lines.append(f"### {name}: {c['source_bytes'] / MIB:.0f} MiB, {c['files']} files\n")
-        base = c["builds"].get("hoard -l7", {})
-        lines.append("| build | image size | size vs hoard -l7 | wall s | CPU s | peak RSS MiB |")
-        lines.append("|---|---:|---:|---:|---:|---:|")
-        for label, b in c["builds"].items():
-            if "error" in b:
-                lines.append(f"| {label} | failed: {b['error'][:120]} | | | | |")
+def cell(st: dict | None, ref: dict | None, entry: dict) -> str:
+    """'median [min–max] ×ratio' for a table; why not, when there is no figure."""
+    if st is None:
+        if entry.get("skipped"):
+            return "skipped"
+        return "failed" if entry.get("error") else "–"
+    text = num(st["median"])
+    if st["n"] > 1 and st["max"] != st["min"]:
+        text += f" [{num(st['min'])}–{num(st['max'])}]"
+    if ref and ref["median"]:
+        text += f" ×{st['median'] / ref['median']:.2f}"
+    return text
+
+
+def tables(name: str, corpus: dict, unavailable: dict) -> list:
+    """Markdown lines: one table per phase of one corpus."""
+    st = corpus["stats"]
+    lines = [f"### {corpus['label']}", "",
+             f"{st['bytes'] / MiB:,.0f} MiB in {st['files']:,} files, {st['dirs']:,} directories, "
+             f"{st['symlinks']:,} symlinks, {st['hardlinks']:,} extra hard links "
+             f"({_recipe_text(name, corpus['recipe'])}).", ""]
+    for phase, first in (("build", "Builder"), ("mount", "Driver (image)"),
+                         ("extract", "Extractor (image)")):
+        entries = corpus.get(phase)
+        if not entries:
+            continue
+        metrics = [m for m in METRICS if m.phase == phase]
+        ref = entries.get(REFERENCE[phase], {})
+        head = [first] + [f"{m.title} ({m.unit})" for m in metrics]
+        if phase == "build":
+            head.insert(2, "% of input")
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        skipped = []
+        for tid, e in entries.items():
+            if e.get("skipped") and not e.get("samples"):
+                if tid not in unavailable:  # those are listed once, at the top
+                    skipped.append(f"`{tid}` ({e['skipped']})")
                 continue
-            lines.append(
-                f"| {label} | {b['size'] / MIB:.1f} MiB | {_ratio(b['size'], base.get('size'))} "
-                f"| {_fmt(b['wall'])} | {_fmt(b['cpu'])} | {b['rss_kb']['median'] / 1024:.0f} |")
-        for label in c.get("skipped", []):
-            lines.append(f"| {label} | not installed, skipped | | | | |")
-        if c.get("extract"):
-            lines.append("\n| extract | wall s | CPU s |")
-            lines.append("|---|---:|---:|")
-            for label, e in c["extract"].items():
-                lines.append(f"| {label} | {_fmt(e['wall'])} | {_fmt(e['cpu'])} |")
-        if c.get("mounts"):
-            drivers = list(c["mounts"])
-            lines.append("\n| mounted | " + " | ".join(drivers) + " |")
-            lines.append("|---|" + "---:|" * len(drivers))
-            for key, title, digits in [
-                ("mount_s", "mount time s", 3), ("find_s", "find, all entries s", 3),
-                ("read_cold_s", "full read, cold s", 2), ("read_warm_s", "full read, warm s", 2),
-                ("fio_4k", "fio 4k random reads, IOPS", 0), ("fio_64k", "fio 64k random reads, IOPS", 0),
-                ("driver_cpu_s", "driver CPU s", 2), ("driver_rss_kb", "driver peak RSS KiB", 0),
-            ]:
-                cells = [_fmt(c["mounts"][d].get(key), digits) for d in drivers]
-                lines.append(f"| {title} | " + " | ".join(cells) + " |")
+            label = e["label"] + (f" ({e['image']})" if e.get("image") else "")
+            row = [label]
+            for m in metrics:
+                row.append(cell(summarize(e, m), summarize(ref, m) if ref else None, e))
+            if phase == "build":
+                size = summarize(e, metrics[0])
+                row.insert(2, f"{size['median'] * MiB / st['bytes'] * 100:.1f}" if size else "–")
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
         lines.append("")
-    return "\n".join(lines)
+        for tid, e in entries.items():
+            if e.get("error"):
+                lines.append(f"- `{tid}` failed: {e['error']}")
+            for n in e.get("notes", []):
+                lines.append(f"- `{tid}`: {n}")
+        if skipped:
+            lines.append(f"- not run: {', '.join(skipped)}")
+        lines.append("")
+    return lines
 
 
-def charts(results, outdir):
-    """SVG bar charts, one per corpus and metric; returns their file names."""
-    made = []
-    for name, c in results["corpora"].items():
-        builds = {k: v for k, v in c["builds"].items() if "error" not in v}
-        specs = [
-            ("size", "image size", "MiB",
-             [(k, v["size"] / MIB, None, None) for k, v in builds.items()]),
-            ("build", "build time (wall)", "s",
-             [(k, v["wall"]["median"], v["wall"]["min"], v["wall"]["max"]) for k, v in builds.items()]),
-        ]
-        for key, title in [("read_cold_s", "full read, cold"), ("read_warm_s", "full read, warm"),
-                           ("mount_s", "mount time")]:
-            specs.append((key.replace("_s", ""), title, "s", [
-                (d, m[key]["median"], m[key]["min"], m[key]["max"])
-                for d, m in c.get("mounts", {}).items() if m.get(key)]))
-        for key, title in [("fio_4k", "random 4k reads"), ("fio_64k", "random 64k reads")]:
-            specs.append((key, title, "IOPS", [
-                (d, m[key]["median"], m[key]["min"], m[key]["max"])
-                for d, m in c.get("mounts", {}).items() if m.get(key)]))
-        for key, title, unit, rows in specs:
-            fname = f"{name}-{key}.svg"
-            if svg.bar_chart(f"{name}: {title}", unit, rows, os.path.join(outdir, fname)):
-                made.append(fname)
-    return made
+def _recipe_text(name: str, r: dict) -> str:
+    if name == "versions":
+        return f"{r['count']} {r['project']} releases from PyPI"
+    if name == "rootfs":
+        return "copied from this machine's " + ", ".join(r["candidates"]) + " (as far as needed)"
+    if name == "small":
+        return (f"{r['zeros'] // MiB} MiB zeros, {r['random'] // MiB} MiB random, "
+                f"{r['wav_files']} WAV files, {r['tiny_files']:,} tiny files, "
+                f"{r['deep']}-deep path, links")
+    return ""
 
 
-def write(results, outdir):
-    """Writes results.json, results.md and the charts into `outdir`."""
-    os.makedirs(outdir, exist_ok=True)
-    with open(os.path.join(outdir, "results.json"), "w") as f:
+def charts(results: dict) -> dict:
+    """{file name: SVG text}, one chart per metric, one panel per corpus."""
+    out = {}
+    for m in METRICS:
+        panels = []
+        for name, corpus in results["corpora"].items():
+            entries = corpus.get(m.phase) or {}
+            bars = []
+            for tid, e in entries.items():
+                if e.get("skipped") and not e.get("samples"):
+                    continue
+                st = summarize(e, m)
+                label = e["label"]
+                if st is None:
+                    if m.phase != "build" and not e.get("error") and e.get("samples"):
+                        continue  # a figure this driver has not (e.g. no daemon)
+                    bars.append(svg.Bar(label, e["family"], None,
+                                        note="failed" if e.get("error") else "no figure"))
+                    continue
+                bars.append(svg.Bar(label, e["family"], st["median"],
+                                    st["min"] if st["n"] > 1 else None,
+                                    st["max"] if st["n"] > 1 else None,
+                                    text=f"{num(st['median'])} {m.unit}",
+                                    faint=tid.endswith("-kernel")))
+            if bars:
+                panels.append((corpus["label"], bars))
+        if panels:
+            quick = " — quick run" if results.get("quick") else ""
+            title = f"{m.title}, {m.unit} ({m.better} is better){quick}"
+            out[m.key + ".svg"] = svg.bar_chart(title, panels, _footer(results))
+    return out
+
+
+def _footer(results: dict) -> str:
+    m, s = results.get("machine", {}), results.get("settings", {})
+    return (f"median of {s.get('runs', '?')} run(s), whiskers min–max · {m.get('cpu', '?')}, "
+            f"{m.get('cores', '?')} cores, {m.get('ram_gib', '?')} GiB · hoard "
+            f"{m.get('hoard_commit') or '?'} · {results.get('started', '')[:10]}")
+
+
+def merge_previous(results: dict, out_dir: str) -> list:
+    """Carries over, from the results.json already in `out_dir`, the corpora
+    this run did not measure (same --quick setting and same machine only), so
+    that the suite can be run one corpus at a time. Returns their names."""
+    try:
+        with open(os.path.join(out_dir, "results.json")) as f:
+            prev = json.load(f)
+    except (OSError, ValueError):
+        return []
+    same_machine = {k: prev.get("machine", {}).get(k) for k in ("cpu", "cores", "ram_gib")} == \
+        {k: results.get("machine", {}).get(k) for k in ("cpu", "cores", "ram_gib")}
+    if prev.get("quick") != results.get("quick") or not same_machine:
+        return []
+    kept = [n for n in prev.get("corpora", {}) if n not in results["corpora"]]
+    merged = {}
+    for name in ORDER + [n for n in list(results["corpora"]) + kept if n not in ORDER]:
+        if name in results["corpora"]:
+            merged[name] = results["corpora"][name]
+        elif name in kept:
+            merged[name] = prev["corpora"][name]
+    results["corpora"] = merged
+    return kept
+
+
+def write(results: dict, out_dir: str) -> str:
+    """Writes results.json, the charts and README.md into `out_dir`."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
-    made = charts(results, outdir)
-    m = results["machine"]
-    text = [f"# Benchmark results{' (quick run)' if results['quick'] else ''}\n",
-            f"Command: `{results['command']}`  ",
-            f"Date: {results['date']}  ",
-            f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']:.0f} GiB RAM, "
-            f"Linux {m['kernel']}, {m['disk']}  ",
-            f"Each figure is the median of {results['runs']} runs (min–max in brackets); "
-            f"runs of competing tools alternate. "
-            f"Cold reads {'drop the page cache first' if results['cold_cache'] else 'use a fresh mount (no permission to drop caches)'}.\n",
-            markdown(results)]
-    text += [f"![{f}]({f})" for f in made]
-    with open(os.path.join(outdir, "results.md"), "w") as f:
-        f.write("\n".join(text) + "\n")
-    return os.path.join(outdir, "results.md")
+    made = charts(results)
+    for old in os.listdir(out_dir):
+        if old.endswith(".svg") and old not in made:
+            os.remove(os.path.join(out_dir, old))
+    for fname, text in made.items():
+        with open(os.path.join(out_dir, fname), "w") as f:
+            f.write(text)
+    with open(os.path.join(out_dir, "README.md"), "w") as f:
+        f.write("\n".join(readme(results, made)) + "\n")
+    return os.path.join(out_dir, "README.md")
+
+
+def readme(results: dict, made: dict) -> list:
+    m = results.get("machine", {})
+    s = results.get("settings", {})
+    quick = results.get("quick")
+    lines = ["# hoard benchmarks" + (" — QUICK RUN (small corpora, for checking the suite, "
+                                      "not for quoting)" if quick else ""), ""]
+    commands = {c.get("command", results["command"]) for c in results["corpora"].values()}
+    if len(commands) <= 1:
+        lines += ["Made by", "", "```sh", results["command"], "```", "",
+                  f"from {results['started']} to {results.get('finished', '?')}.", ""]
+    else:
+        lines += ["Made by these runs (one per corpus or group of corpora):", "", "```sh"]
+        for name, c in results["corpora"].items():
+            lines.append(f"{c.get('command')}   # {name}: {c.get('date', '?')[:16]}, "
+                         f"hoard {c.get('hoard_commit') or '?'}")
+        lines += ["```", ""]
+    if m:
+        lines += ["Machine: " + f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM; "
+                  f"{m['os']}, Linux {m['kernel']}; disk {m['disk']}. hoard at "
+                  f"`{m.get('hoard_commit')}`" + (" (the work tree had uncommitted changes)"
+                                                   if m.get("hoard_tree_dirty") else "")
+                  + (f"; hoard binary: {s['hoard_binary']}" if s.get("hoard_binary") else "")
+                  + ".", ""]
+    if s:
+        lines += [f"Each figure is the median of {s['runs']} run(s), the runs of competing tools "
+                  "taking turns (round-robin, the order rotated each run); `[min–max]` is the "
+                  "spread of the runs and `×` the ratio to hoard's default (`hoard -l7`, its "
+                  "mount, its extraction; for sizes and times below 1 is better than hoard). "
+                  f"Tools get {s['threads']} threads. Builds start with the corpus in the page "
+                  f"cache. Cold reads and extractions: {_cold_text(s['cold'])}. fio: random "
+                  f"`psync` reads, one job per thread, each reading {s['fio_io_size']['4k']} "
+                  f"(4k) or {s['fio_io_size']['64k']} (64k) with no block twice, from up to 64 "
+                  "of the corpus's larger files.", ""]
+    vers = results.get("versions") or {}
+    if vers:
+        lines += ["Versions: " + "; ".join(f"{k}: {v}" for k, v in vers.items() if v) + ".", ""]
+    if results.get("unavailable"):
+        lines += ["Not run here: " + "; ".join(f"`{k}` ({v})" for k, v in
+                                               results["unavailable"].items()) + ".", ""]
+    lines += ["## Charts", ""]
+    for metric in METRICS:
+        fname = metric.key + ".svg"
+        if fname in made:
+            lines += [f"![{metric.title}]({fname})", ""]
+    lines += ["## Tables", ""]
+    for name, corpus in results["corpora"].items():
+        lines += tables(name, corpus, results.get("unavailable") or {})
+    lines += ["Raw samples: [results.json](results.json).", ""]
+    return lines
+
+
+def _cold_text(cold: str) -> str:
+    if cold == "drop_caches":
+        return ("page cache dropped (`/proc/sys/vm/drop_caches`) before each, and each mount "
+                "fresh")
+    return "a fresh mount each time, but the page cache could not be dropped (not root)"

@@ -1,171 +1,371 @@
 #!/usr/bin/env python3
-"""hoard's benchmark suite: builds images of real corpora with hoard and
-its alternatives, measures size, build time, CPU and memory, extraction and
-reads through FUSE mounts, and writes tables, JSON and charts.
+"""hoard's benchmark suite, in one command.
 
-    bench/run.py [--quick] [--corpus rootfs,versions,small] [--runs N]
-                 [--tools hoard,squashfs,erofs,tar,dwarfs] [--out doc/bench]
+    bench/run.py [--quick] [--corpus NAME...] [--tools ID|FAMILY,...] [--runs N]
 
-Run as root on Debian to have the competitors installed automatically."""
+Builds (once, cached) the corpora, packs each with hoard and the tools users
+would use instead, mounts the images and reads them, extracts them, and
+writes a Markdown report, the raw JSON and SVG charts to doc/bench/
+(doc/bench/quick/ for --quick). Every figure is the median of --runs runs;
+the runs of competing tools alternate. See bench/README.md.
+"""
+
+from __future__ import annotations
+
 import argparse
 import datetime
+import json
 import os
-import platform
 import shlex
 import shutil
-import subprocess
+import signal
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import corpora  # noqa: E402
+import deps  # noqa: E402
+import machine  # noqa: E402
 import measure  # noqa: E402
 import mounts  # noqa: E402
 import report  # noqa: E402
 import tools  # noqa: E402
 
-PACKAGES = {"mksquashfs": "squashfs-tools", "mkfs.erofs": "erofs-utils",
-            "squashfuse": "squashfuse", "fio": "fio", "zstd": "zstd",
-            "fusermount3": "fuse3", "erofsfuse": "erofsfuse"}
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PHASES = ("build", "mount", "extract")
+T0 = time.monotonic()
+EPILOG = """tool ids (or a family: hoard, dwarfs, squashfs, erofs or tar, for all of its kind):
+  builders:   hoard-l1 hoard-l7 hoard-l9 mkdwarfs-l1 mkdwarfs-l7 mkdwarfs-l9
+              squashfs-zstd22 squashfs-xz erofs-lz4hc erofs-lzma tar-zstd19
+  mounts:     hoard-mount dwarfs squashfuse squashfuse_ll erofsfuse
+              squashfs-kernel erofs-kernel
+  extractors: hoard-extract dwarfsextract unsquashfs fsck.erofs tar-x"""
 
 
-def install_packages():
-    """Installs missing competitors with apt when running as root."""
-    missing = sorted({p for t, p in PACKAGES.items() if not tools.have(t)})
-    if not missing:
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        print(f"note: not installing {' '.join(missing)} (needs root and apt)")
-        return
-    subprocess.run(["apt-get", "update", "-qq"], check=False)
-    for p in missing:  # one by one: erofsfuse is not packaged everywhere
-        subprocess.run(["apt-get", "install", "-y", "-qq", p], check=False,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def log(msg: str) -> None:
+    t = time.monotonic() - T0
+    print(f"[{int(t // 60):3d}:{int(t % 60):02d}] {msg}", flush=True)
 
 
-def machine():
-    """What the numbers were measured on."""
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    with open("/proc/meminfo") as f:
-        ram = int(next(l for l in f if l.startswith("MemTotal")).split()[1]) / 2**20
-    disk = "unknown disk"
-    out = subprocess.run(["lsblk", "-d", "-n", "-o", "NAME,ROTA,SIZE"], capture_output=True, text=True)
-    if out.returncode == 0 and out.stdout.strip():
-        first = out.stdout.split("\n")[0].split()
-        disk = f"{'rotating' if first[1] == '1' else 'solid-state/virtual'} disk {first[0]} ({first[2]})"
-    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gib": ram,
-            "kernel": platform.release(), "disk": disk}
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=EPILOG)
+    p.add_argument("--quick", action="store_true",
+                   help="small corpora, one run (minutes, not hours)")
+    p.add_argument("--corpus", nargs="+", choices=corpora.NAMES, default=list(corpora.NAMES),
+                   help="corpora to run (default: all)")
+    p.add_argument("--tools", default=None,
+                   help="comma-separated ids or families to run (default: all found)")
+    p.add_argument("--phases", default=",".join(PHASES),
+                   help="comma-separated subset of build,mount,extract (mount and extract need "
+                   "the images, so they imply build)")
+    p.add_argument("--runs", type=int, default=None, help="runs per figure (default 3; quick 1)")
+    p.add_argument("--threads", type=int, default=os.cpu_count(),
+                   help="threads for the tools that take a count (default: all cores)")
+    p.add_argument("--out", default=None,
+                   help="report directory (default doc/bench, or doc/bench/quick with --quick)")
+    p.add_argument("--hoard", default=None, help="use this hoard binary (no cargo build)")
+    p.add_argument("--no-build", action="store_true",
+                   help="use target/release/hoard as it is (no cargo build)")
+    p.add_argument("--no-install", action="store_true", help="do not apt-get install anything")
+    p.add_argument("--timeout", type=int, default=None,
+                   help="seconds before one command is killed (default 3600; quick 600)")
+    p.add_argument("--keep", action="store_true", help="keep the scratch directory (images)")
+    p.add_argument("--repo", default=REPO, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    a.runs = a.runs or (1 if a.quick else 3)
+    a.timeout = a.timeout or (600 if a.quick else 3600)
+    a.tools = [t for t in (a.tools or "").split(",") if t] or None
+    a.phases = [x for x in a.phases.split(",") if x]
+    bad = set(a.phases) - set(PHASES)
+    if bad:
+        p.error(f"unknown phase: {', '.join(sorted(bad))}")
+    if a.out is None:
+        a.out = os.path.join(a.repo, "doc", "bench", "quick" if a.quick else "")
+    return a
 
 
-def file_count(path):
-    return sum(len(files) + len(dirs) for _, dirs, files in os.walk(path))
+class Suite:
+    """One run of the suite: the settings, the tools found, the results."""
 
+    def __init__(self, args, hoard: str | None, scratch: str, logs: str):
+        self.args = args
+        self.scratch = scratch
+        self.logs = logs  # each command's stderr, kept after the run
+        self.programs = tools.Programs(hoard)
+        self.builders = tools.select(tools.builders(self.programs), args.tools)
+        self.extractors = tools.select(tools.extractors(self.programs), args.tools)
+        self.drivers = tools.select(mounts.drivers(hoard), args.tools)
+        tools.probe(self.builders + self.extractors, self.programs)
+        mounts.probe(self.drivers, self.programs)
+        cold = "drop_caches" if measure.can_drop_caches() else "fresh mount only"
+        q = args.quick
+        self.settings = {
+            "runs": args.runs, "threads": args.threads, "timeout": args.timeout,
+            "cold": cold, "fio": bool(self.programs.find("fio")),
+            "fio_io_size": {"4k": "16m" if q else "128m", "64k": "128m" if q else "1g"},
+            "builds_start": "corpus in the page cache (read once before the builds)",
+        }
+        os.makedirs(self.logs, exist_ok=True)
 
-def bench_corpus(name, args, scratch):
-    src = corpora.corpus(name, args.quick)
-    result = {"source_bytes": measure.du_bytes(src), "files": file_count(src),
-              "builds": {}, "extract": {}, "mounts": {}, "skipped": []}
-    builds = [b for b in tools.builds() if b.kind in args.tools]
-    result["skipped"] = [b.label for b in builds if not b.available()]
-    builds = [b for b in builds if b.available()]
-    images, samples = {}, {b.label: [] for b in builds}
-    for run in range(args.runs):
-        for b in builds:  # alternate tools within each run
-            out = os.path.join(scratch, b.label.replace(" ", "_") + ".img")
-            if os.path.exists(out):
-                os.remove(out)
-            print(f"  [{name} {run + 1}/{args.runs}] {b.label}", flush=True)
-            try:
-                samples[b.label].append(measure.run(b.command(src, out), shell=b.shell))
-                images[b.label] = (b.kind, out)
-            except RuntimeError as e:
-                result["builds"][b.label] = {"error": str(e)}
-    for b in builds:
-        s = samples[b.label]
-        if s and "error" not in result["builds"].get(b.label, {}):
-            result["builds"][b.label] = {
-                "size": os.path.getsize(images[b.label][1]),
-                "wall": measure.summarize([x.wall for x in s]),
-                "cpu": measure.summarize([x.cpu for x in s]),
-                "rss_kb": measure.summarize([x.rss_kb for x in s]),
-            }
-    # Extraction and mounts: hoard's default level against the strongest
-    # image of each other kind.
-    chosen = {}
-    for label, (kind, path) in images.items():
-        if kind not in chosen or label in ("hoard -l7", "squashfs zstd-22", "erofs lz4hc"):
-            chosen[kind] = (label, path)
-    ex = {label: [] for label, _ in chosen.values()}
-    mt = {label: [] for label, _ in chosen.values()}
-    mnt = os.path.join(scratch, "mnt")
-    os.makedirs(mnt, exist_ok=True)
-    for run in range(args.runs):
-        for kind, (label, path) in chosen.items():
-            dest = os.path.join(scratch, "extracted")
-            shutil.rmtree(dest, ignore_errors=True)
-            cmd = tools.extract_command(kind, path, dest)
-            if cmd:
-                print(f"  [{name} {run + 1}/{args.runs}] extract {label}", flush=True)
-                ex[label].append(measure.run(cmd, shell=isinstance(cmd, str)))
+    def unavailable(self) -> dict:
+        return {t.id: t.why_not for t in self.builders + self.extractors + self.drivers
+                if t.why_not}
+
+    def _logfile(self, *parts):
+        return open(os.path.join(self.logs, "-".join(parts) + ".log"), "ab")
+
+    # ------------------------------------------------------------ build
+
+    def build_phase(self, corpus) -> tuple[dict, dict]:
+        """Packs the corpus with every builder, round-robin over the runs.
+        Returns the results and {builder id: image path} of those that worked."""
+        res = {b.id: {"label": b.label, "family": b.family, "samples": [], "error": None,
+                      "skipped": b.why_not,
+                      "command": " | ".join(shlex.join(c) for c in
+                                            b.argv("SRC", "IMAGE", self.args.threads))}
+               for b in self.builders}
+        active = [b for b in self.builders if not b.why_not]
+        images = {}
+        if not active:
+            return res, images
+        img_dir = os.path.join(self.scratch, "images", corpus.name)
+        os.makedirs(img_dir, exist_ok=True)
+        warm = measure.run([["tar", "cf", "-", "-C", corpus.tree, "."], ["wc", "-c"]])
+        log(f"  corpus read into the page cache in {warm.wall:.1f} s")
+        for run in range(self.args.runs):
+            for b in measure.round_robin(active, run):
+                if res[b.id]["error"]:
+                    continue
+                out = os.path.join(img_dir, b.id + ".img")
+                tmp = out + ".new"
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+                os.sync()  # the previous tool's writes are not this one's cost
+                with self._logfile(corpus.name, "build", b.id, str(run)) as lf:
+                    s = measure.run(b.argv(corpus.tree, tmp, self.args.threads), log=lf,
+                                    timeout=self.args.timeout)
+                if not s.ok or not os.path.exists(tmp):
+                    why = "timed out" if s.timed_out else f"exit {s.rc}"
+                    res[b.id]["error"] = f"{why}; see {lf.name}: {_tail(lf.name)}"
+                    log(f"  {b.id}: FAILED ({why})")
+                    continue
+                size = os.path.getsize(tmp)
+                os.replace(tmp, out)
+                images[b.id] = out
+                res[b.id]["samples"].append({**s.as_dict(), "size": size})
+                log(f"  run {run + 1}/{self.args.runs} {b.id:16} {size / 2**20:9.2f} MiB "
+                    f"{s.wall:8.2f} s wall {s.cpu:8.2f} s cpu {s.rss_kib / 1024:7.0f} MiB rss")
+        return res, images
+
+    # ------------------------------------------------------------ mount
+
+    def mount_phase(self, corpus, images: dict) -> dict:
+        """Mounts the images with every driver, round-robin over the runs."""
+        res, active = {}, []
+        for d in self.drivers:
+            image = next((i for i in d.image_of if i in images), None)
+            why = d.why_not or (None if image else f"no image ({' or '.join(d.image_of)})")
+            res[d.id] = {"label": d.label, "family": d.family, "image": image,
+                         "samples": [], "error": None, "skipped": why, "notes": []}
+            if not why:
+                active.append((d, image))
+        if not active:
+            return res
+        mnt = os.path.join(self.scratch, "mnt")
+        os.makedirs(mnt, exist_ok=True)
+        fio_files = mounts.pick_fio_files(corpus.tree)
+        for run in range(self.args.runs):
+            for d, image in measure.round_robin(active, run):
+                r = res[d.id]
+                if r["error"]:
+                    continue
+                program = self.programs.find("hoard" if d.family == "hoard" else d.program)
+                with self._logfile(corpus.name, "mount", d.id, str(run)) as lf:
+                    try:
+                        m = mounts.measure_round(d, program, images[image], mnt, corpus,
+                                                 fio_files, self.settings, lf)
+                    except mounts.MountError as e:
+                        r["error"] = f"{e}; see {lf.name}: {_tail(lf.name)}"
+                        log(f"  {d.id}: FAILED ({e})")
+                        continue
+                for n in m.pop("notes"):
+                    if n not in r["notes"]:
+                        r["notes"].append(n)
+                r["samples"].append(m)
+                log(f"  run {run + 1}/{self.args.runs} {d.id:16} "
+                    f"mount {m['mount_s'] * 1000:6.0f} ms"
+                    f"  find {m['find_s']:6.2f} s  cold {m['cold_read_s']:6.2f} s"
+                    f"  warm {m['warm_read_s']:6.2f} s"
+                    + (f"  4k {m['fio_4k_iops']:8.0f} IOPS" if "fio_4k_iops" in m else "")
+                    + (f"  64k {m['fio_64k_mibs']:7.1f} MiB/s" if "fio_64k_mibs" in m else ""))
+        return res
+
+    # ------------------------------------------------------------ extract
+
+    def extract_phase(self, corpus, images: dict) -> dict:
+        """Unpacks the images with every extractor, round-robin over the runs."""
+        res, active = {}, []
+        for e in self.extractors:
+            image = next((i for i in e.image_of if i in images), None)
+            why = e.why_not or (None if image else f"no image ({' or '.join(e.image_of)})")
+            res[e.id] = {"label": e.label, "family": e.family, "image": image, "samples": [],
+                         "error": None, "skipped": why, "notes": [],
+                         "command": " | ".join(shlex.join(c) for c in
+                                               e.argv("IMAGE", "DIR", self.args.threads))}
+            if not why:
+                active.append((e, image))
+        dest = os.path.join(self.scratch, "extract")
+        for run in range(self.args.runs):
+            for e, image in measure.round_robin(active, run):
+                r = res[e.id]
+                if r["error"]:
+                    continue
                 shutil.rmtree(dest, ignore_errors=True)
-            print(f"  [{name} {run + 1}/{args.runs}] mount {label}", flush=True)
-            m = mounts.bench_mount(kind, path, mnt, args.quick)
-            if m:
-                mt[label].append(m)
-    for label, s in ex.items():
-        if s:
-            result["extract"][label] = {"wall": measure.summarize([x.wall for x in s]),
-                                        "cpu": measure.summarize([x.cpu for x in s])}
-    for label, runs in mt.items():
-        if not runs:
-            continue
-        summary = {}
-        for key in runs[0]:
-            if key == "cold_cache":
-                continue
-            if key.startswith("fio"):
-                vals = [r[key]["iops"] for r in runs if r.get(key)]
-            else:
-                vals = [r[key] for r in runs if r.get(key) is not None]
-            summary[key] = measure.summarize(vals) if vals else None
-        result["mounts"][label] = summary
-    return result
+                if not e.makes_dest:
+                    os.makedirs(dest)
+                if self.settings["cold"] == "drop_caches":
+                    measure.drop_caches()
+                else:
+                    os.sync()
+                with self._logfile(corpus.name, "extract", e.id, str(run)) as lf:
+                    s = measure.run(e.argv(images[image], dest, self.args.threads), log=lf,
+                                    timeout=self.args.timeout)
+                if not s.ok:
+                    why = "timed out" if s.timed_out else f"exit {s.rc}"
+                    r["error"] = f"{why}; see {lf.name}: {_tail(lf.name)}"
+                    log(f"  {e.id}: FAILED ({why})")
+                    continue
+                got = corpora.tree_stats(dest)
+                for key in ("files", "dirs", "symlinks", "bytes_all_names", "hardlinks"):
+                    if got[key] != corpus.stats[key]:
+                        note = f"{key}: {got[key]} extracted, {corpus.stats[key]} in the corpus"
+                        if note not in r["notes"]:
+                            r["notes"].append(note)
+                r["samples"].append(s.as_dict())
+                log(f"  run {run + 1}/{self.args.runs} {e.id:16} {s.wall:8.2f} s wall "
+                    f"{s.cpu:8.2f} s cpu {s.rss_kib / 1024:7.0f} MiB rss")
+        shutil.rmtree(dest, ignore_errors=True)
+        return res
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="small corpora, one run")
-    p.add_argument("--corpus", default="versions,rootfs,small")
-    p.add_argument("--tools", default="hoard,squashfs,erofs,tar,dwarfs")
-    p.add_argument("--runs", type=int, default=None, help="runs per measurement (default 3, quick 1)")
-    p.add_argument("--out", default=os.path.join(tools.REPO, "doc", "bench"))
-    p.add_argument("--no-build", action="store_true", help="use the existing hoard binary")
-    args = p.parse_args()
-    args.runs = args.runs or (1 if args.quick else 3)
-    args.tools = args.tools.split(",")
-    install_packages()
-    if not args.no_build:
-        subprocess.run(["cargo", "build", "--release", "--locked", "-p", "hoard-cli"],
-                       cwd=tools.REPO, check=True)
-    results = {"command": "bench/run.py " + shlex.join(sys.argv[1:]),
-               "date": datetime.date.today().isoformat(), "quick": args.quick,
-               "runs": args.runs, "machine": machine(), "corpora": {},
-               "cold_cache": os.geteuid() == 0}
-    scratch = os.path.join(corpora.cache_dir(), "scratch")
-    for name in args.corpus.split(","):
-        shutil.rmtree(scratch, ignore_errors=True)
-        os.makedirs(scratch)
-        print(f"== {name}", flush=True)
-        results["corpora"][name] = bench_corpus(name, args, scratch)
-    shutil.rmtree(scratch, ignore_errors=True)
-    print(f"wrote {report.write(results, args.out)}")
+def _tail(path: str, n: int = 300) -> str:
+    """What a failed command's log says: its error and warning lines if it
+    has any, else its last `n` characters."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines()
+             if any(w in line.lower() for w in ("error", "warning", "fail", "cannot", "panic"))]
+    if lines:
+        return " / ".join(lines[:3])[:n]
+    return text.strip()[-n:].replace("\n", " / ")
+
+
+def _hoard_binary(args, scratch: str) -> str | None:
+    """hoard's binary, copied into the scratch directory so that a rebuild
+    during the run does not change what is measured."""
+    if args.hoard:
+        src = args.hoard
+    elif args.no_build:
+        src = os.path.join(args.repo, "target", "release", "hoard")
+    else:
+        src = deps.build_hoard(args.repo, log)
+    if not src or not os.access(src, os.X_OK):
+        log(f"no hoard binary ({src or 'build failed'}): hoard's runs are skipped")
+        return None
+    dst = os.path.join(scratch, "bin", "hoard")
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    shutil.copy2(src, dst)
+    return dst
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    cache = corpora.cache_dir()
+    scratch_root = os.path.join(cache, "scratch")
+    os.makedirs(scratch_root, exist_ok=True)
+    mounts.cleanup_stale(scratch_root, log)
+    scratch = os.path.join(scratch_root, f"run-{os.getpid()}")
+    os.makedirs(scratch, exist_ok=True)
+    # SIGTERM and SIGHUP unwind like Ctrl-C, through the finally below.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    results = {"suite": "hoard-bench", "format": 1, "quick": args.quick,
+               "command": "bench/run.py " + shlex.join(sys.argv[1:] if argv is None else argv),
+               "started": started.isoformat(timespec="seconds"), "corpora": {}}
+    try:
+        if not args.no_install:
+            deps.install(log)
+        hoard = _hoard_binary(args, scratch)
+        logs = os.path.join(cache, "logs", started.strftime("%Y%m%d-%H%M%S"))
+        suite = Suite(args, hoard, scratch, logs)
+        suite.settings["hoard_binary"] = (
+            f"given: {args.hoard}" if args.hoard else
+            f"{os.path.join(args.repo, 'target', 'release', 'hoard')} as found (--no-build)"
+            if args.no_build else "built by this run from the work tree")
+        results["logs"] = logs
+        results["machine"] = machine.describe(cache, args.repo)
+        results["settings"] = suite.settings
+        results["unavailable"] = suite.unavailable()
+        results["versions"] = {n: tools.version(suite.programs, n) for n in
+                               ("hoard", "mkdwarfs", "dwarfs", "mksquashfs", "mkfs.erofs",
+                                "squashfuse", "erofsfuse", "zstd", "tar", "fio")}
+        for tid, why in results["unavailable"].items():
+            log(f"skipping {tid}: {why}")
+        for name in args.corpus:
+            corpus = corpora.prepare(name, args.quick, cache, log)
+            log(f"== {corpus.label}: {corpus.stats['bytes'] / 2**20:.0f} MiB, "
+                f"{corpus.stats['entries']} entries")
+            c = results["corpora"][name] = {
+                "label": corpus.label, "stats": corpus.stats, "recipe": corpus.recipe,
+                "command": results["command"],
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "hoard_commit": results["machine"]["hoard_commit"]}
+            c["build"], images = suite.build_phase(corpus)
+            if "mount" in args.phases:
+                log(f"== {corpus.label}: mounts")
+                c["mount"] = suite.mount_phase(corpus, images)
+            if "extract" in args.phases:
+                log(f"== {corpus.label}: extraction")
+                c["extract"] = suite.extract_phase(corpus, images)
+            if not args.keep:
+                shutil.rmtree(os.path.join(scratch, "images", name), ignore_errors=True)
+            _save_partial(results, cache)
+    except KeyboardInterrupt:
+        log("interrupted: cleaning up, writing what was measured")
+        results["interrupted"] = True
+    finally:
+        for point in mounts.mounted_under(scratch):  # only if something went wrong
+            log(f"unmounting {point}")
+            mounts.unmount(point, False, None, None)
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+        else:
+            log(f"scratch kept in {scratch}")
+    results["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    if results.get("interrupted"):
+        _save_partial(results, cache)
+        log(f"no report written; what was measured is in {cache}/results.partial.json")
+        return 1
+    if results["corpora"]:
+        kept = report.merge_previous(results, args.out)
+        if kept:
+            log(f"kept the earlier results of {', '.join(kept)} from {args.out}")
+        log(f"report: {report.write(results, args.out)}")
+    return 0
+
+
+def _save_partial(results: dict, cache: str) -> None:
+    """The results so far, in case the run is cut short."""
+    with open(os.path.join(cache, "results.partial.json"), "w") as f:
+        json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,97 +1,200 @@
-"""The image builders compared: hoard at three levels, mksquashfs,
-mkfs.erofs, tar+zstd and (when on PATH) DwarFS's mkdwarfs."""
+"""The programs compared, as data: image builders and extractors.
+
+A `Builder` packs a directory into an image (hoard at levels 1, 7 and 9,
+DwarFS's mkdwarfs, mksquashfs, mkfs.erofs, tar | zstd); an `Extractor`
+unpacks one builder's image into a directory (hoard extract,
+dwarfsextract, unsquashfs, fsck.erofs --extract, zstd -d | tar -x). Each
+knows its family (for --tools), the command lines it runs and, through
+`probe()`, whether it can run on this machine and why not. The FUSE drivers
+live in mounts.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
 import os
+import re
 import shutil
 import subprocess
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HOARD = os.path.join(REPO, "target", "release", "hoard")
+REFERENCE = "hoard-l7"  # hoard's default level: every ratio is against it
+FAMILIES = ("hoard", "dwarfs", "squashfs", "erofs", "tar")
 
 
-def have(tool):
-    """Whether `tool` is on PATH (or is our hoard binary)."""
-    return os.path.exists(tool) if os.path.isabs(tool) else shutil.which(tool) is not None
+@dataclasses.dataclass
+class Builder:
+    """One way of packing a tree into an image file."""
+
+    id: str  # e.g. "squashfs-zstd22"
+    family: str  # one of FAMILIES
+    label: str  # how tables and charts name it
+    commands: object  # (src, out, threads) -> list of argv lists (a pipeline)
+    needs: tuple  # programs that must exist
+    why_not: str | None = None  # set by probe() when it cannot run
+
+    def argv(self, src, out, threads):
+        return self.commands(src, out, threads)
 
 
-def erofs_supports(algo):
-    """Whether this mkfs.erofs was built with compressor `algo`."""
-    if not have("mkfs.erofs"):
-        return False
-    out = subprocess.run(["mkfs.erofs", "--help"], capture_output=True, text=True)
-    return algo in (out.stdout + out.stderr)
+@dataclasses.dataclass
+class Extractor:
+    """One way of unpacking an image (made by `image_of`) into a directory."""
+
+    id: str
+    family: str
+    label: str
+    image_of: tuple  # builder ids whose image it can take, in preference order
+    commands: object  # (image, dest, threads) -> list of argv lists
+    needs: tuple
+    makes_dest: bool = True  # False: dest must exist before it runs
+    why_not: str | None = None
+
+    def argv(self, image, dest, threads):
+        return self.commands(image, dest, threads)
 
 
-class Build:
-    """One way of packing a tree: a label, the program it needs, and the
-    command for (source dir, output file)."""
+class Programs:
+    """Where the programs are: hoard's binary is given, the rest come from
+    PATH. DwarFS's names count only if they are not hoard under another name
+    (hoard answers to dwarfs/dwarfsck/dwarfsextract when symlinked so)."""
 
-    def __init__(self, label, needs, command, kind, shell=False):
-        self.label = label
-        self.needs = needs
-        self.command = command
-        self.kind = kind  # hoard, dwarfs, squashfs, erofs, tar
-        self.shell = shell
+    def __init__(self, hoard: str | None):
+        self.hoard = hoard
+        self._cache = {}
 
-    def available(self):
-        return have(self.needs)
+    def find(self, name: str) -> str | None:
+        if name == "hoard":
+            return self.hoard if self.hoard and os.access(self.hoard, os.X_OK) else None
+        if name not in self._cache:
+            path = shutil.which(name)
+            if path and name in ("mkdwarfs", "dwarfs", "dwarfsextract", "dwarfsck"):
+                if os.path.basename(os.path.realpath(path)).startswith("hoard"):
+                    path = None
+            self._cache[name] = path
+        return self._cache[name]
+
+    def hoard_can_create(self) -> bool:
+        """Whether this hoard binary has the `create` command yet."""
+        if not self.find("hoard"):
+            return False
+        r = subprocess.run([self.hoard, "create", "--help"], capture_output=True)
+        return r.returncode == 0
+
+    def erofs_compressors(self) -> set:
+        """The compressors this mkfs.erofs was built with."""
+        if not self.find("mkfs.erofs"):
+            return set()
+        r = subprocess.run(["mkfs.erofs", "--help"], capture_output=True, text=True)
+        m = re.search(r"Available compressors are:\s*(.*)", r.stdout + r.stderr)
+        return set(re.findall(r"[a-z0-9]+", m.group(1))) if m else set()
 
 
-def builds():
-    """Every build the suite knows, available or not."""
-    hoard = lambda level: Build(  # noqa: E731
-        f"hoard -l{level}", HOARD,
-        lambda s, o: [HOARD, "create", "-i", s, "-o", o, "-l", str(level),
-                      "--no-progress", "-f"],
-        "hoard")
-    out = [hoard(1), hoard(7), hoard(9)]
-    out.append(Build("mkdwarfs -l7", "mkdwarfs",
-                     lambda s, o: ["mkdwarfs", "-i", s, "-o", o, "-l", "7",
-                                   "--progress=none", "-f"], "dwarfs"))
-    for label, comp in [("squashfs zstd-22", ["-comp", "zstd", "-Xcompression-level", "22"]),
-                        ("squashfs xz", ["-comp", "xz"])]:
-        out.append(Build(label, "mksquashfs",
-                         lambda s, o, c=comp: ["mksquashfs", s, o, *c, "-b", "1M",
-                                               "-noappend", "-quiet", "-no-progress"],
-                         "squashfs"))
-    out.append(Build("erofs lz4hc", "mkfs.erofs",
-                     lambda s, o: ["mkfs.erofs", "-zlz4hc,12", "--quiet", o, s], "erofs"))
-    if erofs_supports("lzma"):
-        out.append(Build("erofs lzma", "mkfs.erofs",
-                         lambda s, o: ["mkfs.erofs", "-zlzma,6", "--quiet", o, s], "erofs"))
-    out.append(Build("tar+zstd -19 --long=27", "zstd",
-                     lambda s, o: f"tar -C '{s}' -cf - . | zstd -19 --long=27 -T0 -q -f -o '{o}'",
-                     "tar", shell=True))
+def builders(p: Programs) -> list:
+    """Every image builder the suite knows, in table order."""
+    hoard = p.hoard or "hoard"
+    out = []
+    for level in (1, 7, 9):
+        out.append(Builder(
+            f"hoard-l{level}", "hoard", f"hoard -l{level}",
+            lambda s, o, n, level=level: [[hoard, "create", "-i", s, "-o", o, "-l", str(level),
+                                           "-N", str(n), "--no-progress"]],
+            ("hoard",)))
+    for level in (1, 7, 9):
+        out.append(Builder(
+            f"mkdwarfs-l{level}", "dwarfs", f"mkdwarfs -l{level}",
+            lambda s, o, n, level=level: [["mkdwarfs", "-i", s, "-o", o, "-l", str(level),
+                                           "-N", str(n), "--no-progress"]],
+            ("mkdwarfs",)))
+    for comp, args in (("zstd22", ["-comp", "zstd", "-Xcompression-level", "22"]),
+                       ("xz", ["-comp", "xz"])):
+        out.append(Builder(
+            f"squashfs-{comp}", "squashfs",
+            f"mksquashfs {'zstd -22' if comp == 'zstd22' else 'xz'} 1M",
+            lambda s, o, n, args=args: [["mksquashfs", s, o, *args, "-b", "1M", "-noappend",
+                                         "-no-progress", "-quiet", "-processors", str(n)]],
+            ("mksquashfs",)))
+    out.append(Builder(
+        "erofs-lz4hc", "erofs", "mkfs.erofs lz4hc,12",
+        lambda s, o, n: [["mkfs.erofs", "-zlz4hc,12", "--quiet", o, s]],
+        ("mkfs.erofs",)))
+    out.append(Builder(
+        "erofs-lzma", "erofs", "mkfs.erofs lzma",
+        lambda s, o, n: [["mkfs.erofs", "-zlzma,6", "--quiet", o, s]],
+        ("mkfs.erofs",)))
+    out.append(Builder(
+        "tar-zstd19", "tar", "tar | zstd -19 --long=27",
+        lambda s, o, n: [["tar", "-C", s, "-cf", "-", "."],
+                         ["zstd", "-19", "--long=27", f"-T{n}", "-q", "-f", "-o", o]],
+        ("tar", "zstd")))
     return out
 
 
-def extract_command(kind, image, dest):
-    """How to unpack an image of `kind` into `dest` (None if not possible)."""
-    if kind == "hoard":
-        return [HOARD, "extract", image, "-o", dest]
-    if kind == "squashfs":
-        return ["unsquashfs", "-q", "-no-progress", "-d", dest, image]
-    if kind == "tar":
-        return f"mkdir -p '{dest}' && zstd -dc --long=27 '{image}' | tar -C '{dest}' -xf -"
-    if kind == "dwarfs" and have("dwarfsextract"):
-        return ["dwarfsextract", "-i", image, "-o", dest]
+def extractors(p: Programs) -> list:
+    """Every extractor the suite knows, in table order."""
+    hoard = p.hoard or "hoard"
+    return [
+        Extractor("hoard-extract", "hoard", "hoard extract", ("hoard-l7",),
+                  lambda i, d, n: [[hoard, "extract", i, "-o", d, "-n", str(n)]], ("hoard",)),
+        Extractor("dwarfsextract", "dwarfs", "dwarfsextract", ("mkdwarfs-l7", "hoard-l7"),
+                  lambda i, d, n: [["dwarfsextract", "-i", i, "-o", d, "-n", str(n)]],
+                  ("dwarfsextract",), makes_dest=False),
+        Extractor("unsquashfs", "squashfs", "unsquashfs", ("squashfs-zstd22",),
+                  lambda i, d, n: [["unsquashfs", "-d", d, "-n", "-q", "-p", str(n), i]],
+                  ("unsquashfs",)),
+        Extractor("fsck.erofs", "erofs", "fsck.erofs --extract", ("erofs-lz4hc",),
+                  lambda i, d, n: [["fsck.erofs", f"--extract={d}", i]], ("fsck.erofs",)),
+        Extractor("tar-x", "tar", "zstd -d | tar -x", ("tar-zstd19",),
+                  lambda i, d, n: [["zstd", "-d", "--long=27", "-q", "-c", i],
+                                   ["tar", "-xf", "-", "-C", d]],
+                  ("zstd", "tar"), makes_dest=False),
+    ]
+
+
+def probe(items: list, p: Programs) -> None:
+    """Sets `why_not` on every builder or extractor that cannot run here."""
+    can_create = None
+    erofs = None
+    for t in items:
+        missing = [n for n in t.needs if not p.find(n)]
+        if missing:
+            t.why_not = f"{', '.join(missing)} not found"
+            if "mkdwarfs" in missing or "dwarfsextract" in missing:
+                t.why_not += " (DwarFS is not packaged for Debian 12)"
+            continue
+        if t.id.startswith("hoard-l"):
+            if can_create is None:
+                can_create = p.hoard_can_create()
+            if not can_create:
+                t.why_not = "this hoard has no `create` command yet"
+        if t.id == "erofs-lzma":
+            if erofs is None:
+                erofs = p.erofs_compressors()
+            if "lzma" not in erofs:
+                t.why_not = f"mkfs.erofs has no lzma (only {', '.join(sorted(erofs)) or 'none'})"
+
+
+def select(items: list, wanted: list | None) -> list:
+    """The items whose id or family is named in `wanted` (all when None)."""
+    if not wanted:
+        return list(items)
+    return [t for t in items if t.id in wanted or t.family in wanted]
+
+
+def version(p: Programs, name: str) -> str | None:
+    """A one-line version of a program, for the report: the first line of
+    its version (or help) output that names it and has a digit."""
+    path = p.find(name)
+    if not path:
+        return None
+    for flags in (["--version"], ["-version"], ["-V"], ["--help"]):
+        try:
+            r = subprocess.run([path, *flags], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        for line in (r.stdout + r.stderr).splitlines():
+            low = line.lower()
+            names = {name.split(".")[0].lower(), {"zstd": "zstandard"}.get(name, name)}
+            if (any(n in low for n in names) and re.search(r"\d", line)
+                    and "usage" not in low and "syntax" not in low):
+                return line.strip()[:100]
     return None
-
-
-def mount_command(kind, image, mnt):
-    """How to mount an image of `kind` (None if no driver is installed)."""
-    if kind == "hoard":
-        return [HOARD, "mount", image, mnt]
-    if kind == "squashfs" and have("squashfuse"):
-        return ["squashfuse", image, mnt]
-    if kind == "erofs" and have("erofsfuse"):
-        return ["erofsfuse", image, mnt]
-    if kind == "dwarfs" and have("dwarfs"):
-        return ["dwarfs", image, mnt]
-    return None
-
-
-def unmount(mnt):
-    """Unmounts a FUSE mount point, whichever tool made it."""
-    for cmd in (["fusermount3", "-u", mnt], ["fusermount", "-u", mnt], ["umount", mnt]):
-        if have(cmd[0]) and subprocess.run(cmd, stderr=subprocess.DEVNULL).returncode == 0:
-            return
