@@ -23,6 +23,18 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// This process's resident memory (0 where /proc is not available).
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// Runs `work`, showing `progress` meanwhile when `show` is set.
 pub fn with_display<T>(progress: &Progress, show: bool, work: impl FnOnce() -> T) -> T {
     if !show {
@@ -87,10 +99,11 @@ fn draw(p: &Progress, stop: &AtomicBool) {
                 let raw = p.blocks.raw_bytes.load(Ordering::Relaxed);
                 let packed = p.blocks.compressed_bytes.load(Ordering::Relaxed);
                 bar.set_message(format!(
-                    "{} blocks, {} -> {}",
+                    "{} blocks, {} -> {}, {} in memory",
                     p.blocks.blocks.load(Ordering::Relaxed),
                     human_bytes(raw),
-                    human_bytes(packed)
+                    human_bytes(packed),
+                    human_bytes(resident_bytes())
                 ));
             }
             Phase::Metadata | Phase::Done => {
