@@ -17,11 +17,25 @@ use std::str::FromStr;
 pub trait Compressor: Send + Sync {
     /// The algorithm id to write into the section header.
     fn algo(&self) -> Compression;
-    /// Compresses one block into a section payload.
-    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError>;
+    /// Compresses one block into a section payload. `metadata` is the
+    /// block's category metadata (the JSON stored in the image, such as
+    /// the sample layout of PCM audio); only FLAC and RICEPP need it, the
+    /// others ignore it.
+    fn compress(&self, data: &[u8], metadata: Option<&str>) -> Result<Vec<u8>, CodecError>;
     /// The normalized spec of this compressor, with every option spelled
     /// out; [`compressor_from_spec`] accepts it back.
     fn describe(&self) -> String;
+    /// Whether [`Compressor::compress`] needs category metadata.
+    fn needs_metadata(&self) -> bool {
+        false
+    }
+    /// The unit, in bytes, that a block with `metadata` must be a whole
+    /// multiple of (one frame of samples for FLAC); 1 for byte-oriented
+    /// compressors. An error says the metadata does not suit this
+    /// compressor.
+    fn granularity(&self, _metadata: Option<&str>) -> Result<usize, CodecError> {
+        Ok(1)
+    }
 }
 
 /// Largest input LZ4 blocks can hold (`LZ4_MAX_INPUT_SIZE`).
@@ -40,7 +54,7 @@ impl Compressor for Null {
     fn algo(&self) -> Compression {
         Compression::NONE
     }
-    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    fn compress(&self, data: &[u8], _metadata: Option<&str>) -> Result<Vec<u8>, CodecError> {
         Ok(data.to_vec())
     }
     fn describe(&self) -> String {
@@ -58,7 +72,7 @@ impl Compressor for Zstd {
     fn algo(&self) -> Compression {
         Compression::ZSTD
     }
-    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    fn compress(&self, data: &[u8], _metadata: Option<&str>) -> Result<Vec<u8>, CodecError> {
         use ::zstd::zstd_safe::CParameter;
         let mut c = ::zstd::bulk::Compressor::new(self.level).map_err(|e| failed("zstd", e))?;
         if self.long {
@@ -154,7 +168,7 @@ impl Compressor for Lzma {
     fn algo(&self) -> Compression {
         Compression::LZMA
     }
-    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    fn compress(&self, data: &[u8], _metadata: Option<&str>) -> Result<Vec<u8>, CodecError> {
         let opts = self.options()?;
         let mut plain = Filters::new();
         plain.lzma2(&opts);
@@ -213,7 +227,7 @@ impl Compressor for Lz4 {
     fn algo(&self) -> Compression {
         Compression::LZ4
     }
-    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    fn compress(&self, data: &[u8], _metadata: Option<&str>) -> Result<Vec<u8>, CodecError> {
         if data.len() > LZ4_MAX_INPUT {
             return Err(failed(
                 "lz4",
@@ -236,7 +250,7 @@ impl Compressor for Lz4Hc {
     fn algo(&self) -> Compression {
         Compression::LZ4
     }
-    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    fn compress(&self, data: &[u8], _metadata: Option<&str>) -> Result<Vec<u8>, CodecError> {
         if data.len() > LZ4_MAX_INPUT {
             return Err(failed(
                 "lz4hc",
@@ -266,7 +280,7 @@ impl Compressor for Brotli {
     fn algo(&self) -> Compression {
         Compression::BROTLI
     }
-    fn compress(&self, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    fn compress(&self, data: &[u8], _metadata: Option<&str>) -> Result<Vec<u8>, CodecError> {
         let params = ::brotli::enc::BrotliEncoderParams {
             quality: self.quality,
             lgwin: self.lgwin,

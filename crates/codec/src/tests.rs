@@ -43,7 +43,7 @@ fn every_compressor_round_trips() {
         let data = sample_data(len);
         for spec in SPECS {
             let c = compressor_from_spec(spec).unwrap();
-            let payload = c.compress(&data).unwrap();
+            let payload = c.compress(&data, None).unwrap();
             let algo = c.algo();
             assert_eq!(
                 uncompressed_size(algo, &payload).unwrap(),
@@ -142,7 +142,7 @@ fn truncated_payloads_are_refused() {
     let data = sample_data(20_000);
     for spec in SPECS.iter().filter(|s| !s.starts_with("n")) {
         let c = compressor_from_spec(spec).unwrap();
-        let payload = c.compress(&data).unwrap();
+        let payload = c.compress(&data, None).unwrap();
         for cut in (0..payload.len()).step_by(37).chain([payload.len() - 1]) {
             let r = decompress(c.algo(), &payload[..cut], data.len());
             assert!(
@@ -198,7 +198,7 @@ fn unknown_algorithms_are_refused() {
 fn xz_with_declared_size(size: u64) -> Vec<u8> {
     let real = compressor_from_spec("lzma:level=0")
         .unwrap()
-        .compress(b"hello")
+        .compress(b"hello", None)
         .unwrap();
     let footer = &real[real.len() - 12..];
     let backward = (u32::from_le_bytes(footer[4..8].try_into().unwrap()) as usize + 1) * 4;
@@ -281,7 +281,7 @@ fn xz_stream_padding_is_accepted() {
     let data = sample_data(5000);
     let mut payload = compressor_from_spec("lzma:level=1")
         .unwrap()
-        .compress(&data)
+        .compress(&data, None)
         .unwrap();
     payload.extend_from_slice(&[0; 8]);
     assert_eq!(

@@ -94,7 +94,7 @@ fn output_buffers_are_sized_by_the_declaration() {
         ("null", 0),
     ] {
         let c = hoard_codec::compressor_from_spec(spec).unwrap();
-        let payload = c.compress(&data).unwrap();
+        let payload = c.compress(&data, None).unwrap();
         let (r, largest) = largest_allocation(|| decompress(c.algo(), &payload, 1 << 30));
         assert_eq!(r.unwrap().len(), data.len());
         assert!(

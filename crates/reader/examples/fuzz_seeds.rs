@@ -90,7 +90,7 @@ fn main() -> Result<()> {
         let compressor = hoard_codec::compressor_from_spec(spec)?;
         let id = u8::try_from(compressor.algo().0)?;
         for (name, data) in inputs {
-            let payload = compressor.compress(data)?;
+            let payload = compressor.compress(data, None)?;
             save(&decompress, &format!("{spec}-{name}"), &[id], &payload)?;
         }
     }

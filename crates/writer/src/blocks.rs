@@ -48,7 +48,7 @@ impl BlockSink for Dispatch {
 /// Compresses one block; a block that does not shrink is stored as is.
 fn compress(compressor: &dyn Compressor, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
     let payload = compressor
-        .compress(data)
+        .compress(data, None)
         .map_err(|e| Error::Input(e.to_string()))?;
     Ok(if payload.len() < data.len() {
         (compressor.algo(), payload)

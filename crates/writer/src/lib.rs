@@ -11,6 +11,7 @@
 //! 7. [`output`] — the image file, renamed into place when complete.
 
 pub mod blocks;
+pub mod categorize;
 pub mod chmod;
 pub mod dedupe;
 pub mod filter;

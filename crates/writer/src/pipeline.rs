@@ -201,7 +201,7 @@ fn compressor(spec: &str) -> Result<Box<dyn hoard_codec::Compressor>> {
 /// not larger.
 fn pack_section(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
     let c = compressor(spec)?;
-    let payload = c.compress(data).map_err(|e| Error::Input(e.to_string()))?;
+    let payload = c.compress(data, None).map_err(|e| Error::Input(e.to_string()))?;
     Ok(if payload.len() < data.len() {
         (c.algo(), payload)
     } else {

@@ -124,7 +124,7 @@ fn apply(meta: &mut Metadata, r: &Rebuild) {
 /// Compresses with `spec`, keeping the data as is when that is smaller.
 fn pack(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
     let c = hoard_codec::compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))?;
-    let out = c.compress(data).map_err(|e| Error::Input(e.to_string()))?;
+    let out = c.compress(data, None).map_err(|e| Error::Input(e.to_string()))?;
     Ok(if out.len() < data.len() {
         (c.algo(), out)
     } else {
