@@ -8,6 +8,8 @@ need=()
 command -v python3 >/dev/null || need+=(python3)
 command -v cc >/dev/null || need+=(build-essential)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# libflac-sys builds libFLAC from source with cmake.
+command -v cmake >/dev/null || need+=(cmake)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

@@ -17,7 +17,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Pack a directory into an image.
-    Create(crate::cmd::create_args::CreateArgs),
+    Create(Box<crate::cmd::create_args::CreateArgs>),
     /// Recompress an image, or rebuild its metadata.
     Rewrite(crate::cmd::create_args::RewriteArgs),
     /// Verify an image: section hashes and metadata consistency.

@@ -21,7 +21,9 @@ pub fn parse(argv: &[OsString]) -> Result<Vec<Command>, clap::Error> {
     match name {
         "dwarfsck" => Ok(Dwarfsck::try_parse_from(argv)?.into_commands()),
         "dwarfsextract" => Ok(vec![Dwarfsextract::try_parse_from(argv)?.into_command()]),
-        "mkdwarfs" => Ok(vec![Command::Create(Mkdwarfs::try_parse_from(argv)?.args)]),
+        "mkdwarfs" => Ok(vec![Command::Create(Box::new(
+            Mkdwarfs::try_parse_from(argv)?.args,
+        ))]),
         "dwarfs" | "mount.hoard" => Ok(vec![Command::Mount(
             DwarfsMount::try_parse_from(argv)?.args,
         )]),

@@ -22,6 +22,7 @@
 mod brotli;
 mod crc;
 mod flac;
+mod flac_encode;
 mod flac_stream;
 mod lz4;
 mod lzma;

@@ -2,6 +2,7 @@
 //! configured from DwarFS-style specs (`algo[:key=value|:flag]...`) with
 //! DwarFS's option names, ranges and defaults.
 
+use crate::flac_encode::{self, FlacCompressor};
 use crate::{lz4, varint, CodecError};
 use hoard_format::section::Compression;
 use liblzma::stream::{Check, Filters, LzmaOptions, MatchFinder, Mode, Stream};
@@ -387,9 +388,12 @@ impl<'a> Options<'a> {
 /// `dict_size` (12..30, log2), `binary` (x86, powerpc, ia64, arm, armthumb,
 /// sparc), `mode` (fast, normal), `mf` (hc3, hc4, bt2, bt3, bt4), `nice`
 /// (2..273), `depth`; lz4hc `level` (0..12, default 9); brotli `quality`
-/// (0..11, default 11) and `lgwin` (10..30, default 22). `flac` and
-/// `ricepp` are refused: they need the sample layout of each block, which a
-/// spec does not carry.
+/// (0..11, default 11) and `lgwin` (10..30, default 22); flac `level`
+/// (0..8, default 5) and `exhaustive` (libFLAC's exhaustive model search),
+/// e.g. `flac:level=8:exhaustive`. A flac compressor takes each block's
+/// sample layout from its category metadata (DwarFS's `pcmaudio/waveform`
+/// JSON) at [`Compressor::compress`]. `ricepp` is refused: it needs the
+/// sample layout of each block, which a spec does not carry.
 pub fn compressor_from_spec(spec: &str) -> Result<Box<dyn Compressor>, CodecError> {
     let mut parts = spec.split(':');
     let name = parts.next().unwrap_or_default();
@@ -431,7 +435,13 @@ pub fn compressor_from_spec(spec: &str) -> Result<Box<dyn Compressor>, CodecErro
             quality: o.number("quality", 0..=11)?.unwrap_or(11),
             lgwin: o.number("lgwin", 10..=30)?.unwrap_or(22),
         }),
-        "flac" | "ricepp" => {
+        "flac" => Box::new(FlacCompressor {
+            level: o
+                .number("level", 0..=flac_encode::MAX_LEVEL)?
+                .unwrap_or(flac_encode::DEFAULT_LEVEL),
+            exhaustive: o.flag("exhaustive")?,
+        }),
+        "ricepp" => {
             return Err(o.bad(format!(
                 "{name} needs the sample layout of each block; it has no spec-only compressor"
             )))

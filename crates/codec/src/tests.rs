@@ -84,6 +84,8 @@ fn specs_have_dwarfs_defaults_and_describe_themselves() {
         ("lz4hc", "lz4hc:level=9"),
         ("brotli", "brotli:quality=11:lgwin=22"),
         ("brotli:lgwin=30", "brotli:quality=11:lgwin=30"),
+        ("flac", "flac:level=5"),
+        ("flac:exhaustive:level=8", "flac:level=8:exhaustive"),
     ] {
         let c = compressor_from_spec(spec).unwrap();
         assert_eq!(c.describe(), described);
@@ -121,8 +123,8 @@ fn bad_specs_are_refused() {
         "lz4hc:level=13",
         "brotli:quality=12",
         "brotli:lgwin=31",
-        "flac",
-        "flac:level=5",
+        "flac:level=9",
+        "flac:exhaustive=maybe",
         "ricepp",
     ] {
         let e = compressor_from_spec(spec)

@@ -25,45 +25,103 @@ pub struct BlockProgress {
     pub compressed_bytes: AtomicU64,
 }
 
-/// Sends finished blocks to the compression workers.
-pub struct Dispatch {
-    todo: Sender<(u32, Arc<Vec<u8>>)>,
-    tickets: Receiver<()>,
-    cancel: Arc<AtomicBool>,
+/// How the blocks of one stream of data (one category, with its
+/// metadata) are compressed.
+pub struct StreamCodec<'c> {
+    /// The stream's compressor.
+    pub compressor: &'c dyn Compressor,
+    /// The category metadata handed to it.
+    pub metadata: Option<String>,
 }
 
-impl BlockSink for Dispatch {
+/// A block on its way to a worker: number, stream, data.
+type Job = (u32, usize, Arc<Vec<u8>>);
+
+/// Sends finished blocks to the compression workers.
+pub struct Dispatch {
+    todo: Sender<Job>,
+    tickets: Receiver<()>,
+    cancel: Arc<AtomicBool>,
+    streams: Vec<usize>,
+}
+
+impl Dispatch {
+    /// A sink for the blocks of stream `stream`.
+    pub fn stream(&mut self, stream: usize) -> StreamSink<'_> {
+        StreamSink {
+            dispatch: self,
+            stream,
+        }
+    }
+
+    /// The stream of each block sent so far, by block number.
+    pub fn block_streams(&self) -> &[usize] {
+        &self.streams
+    }
+}
+
+/// The blocks of one stream, handed to the [`Dispatch`].
+pub struct StreamSink<'d> {
+    dispatch: &'d mut Dispatch,
+    stream: usize,
+}
+
+impl BlockSink for StreamSink<'_> {
     fn finished(&mut self, number: u32, data: Arc<Vec<u8>>) -> Result<()> {
-        if self.cancel.load(Ordering::Relaxed) {
+        let d = &mut *self.dispatch;
+        if d.cancel.load(Ordering::Relaxed) {
             return Err(Error::Interrupted);
         }
+        if number as usize != d.streams.len() {
+            return Err(Error::Input(format!(
+                "internal error: block {number} out of order"
+            )));
+        }
+        d.streams.push(self.stream);
         // A ticket is returned when the block has been written.
-        self.tickets.recv().map_err(|_| Error::Interrupted)?;
-        self.todo
-            .send((number, data))
+        d.tickets.recv().map_err(|_| Error::Interrupted)?;
+        d.todo
+            .send((number, self.stream, data))
             .map_err(|_| Error::Interrupted)
     }
 }
 
 /// Compresses one block; a block that does not shrink is stored as is.
-fn compress(compressor: &dyn Compressor, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
-    let payload = compressor
-        .compress(data, None)
-        .map_err(|e| Error::Input(e.to_string()))?;
+/// When a compressor that needs metadata fails on it (audio it cannot
+/// code), `fallback` compresses the block instead.
+fn compress(
+    codec: &StreamCodec<'_>,
+    fallback: &dyn Compressor,
+    data: &[u8],
+) -> Result<(Compression, Vec<u8>)> {
+    let c = codec.compressor;
+    let (algo, payload) = match c.compress(data, codec.metadata.as_deref()) {
+        Ok(p) => (c.algo(), p),
+        Err(_) if c.needs_metadata() => (
+            fallback.algo(),
+            fallback
+                .compress(data, None)
+                .map_err(|e| Error::Input(e.to_string()))?,
+        ),
+        Err(e) => return Err(Error::Input(e.to_string())),
+    };
     Ok(if payload.len() < data.len() {
-        (compressor.algo(), payload)
+        (algo, payload)
     } else {
         (Compression::NONE, data.to_vec())
     })
 }
 
-/// Runs `produce` (the segmenter) with a [`Dispatch`] while `workers`
-/// threads compress its blocks and one thread writes them to `image` in
-/// order, with at most `in_flight` blocks in memory. Returns what
-/// `produce` returned.
+/// Runs `produce` (the segmenters) with a [`Dispatch`] while `workers`
+/// threads compress its blocks, each with the codec of its stream (an
+/// index into `codecs`), and one thread writes them to `image` in order,
+/// with at most `in_flight` blocks in memory. Returns what `produce`
+/// returned.
+#[allow(clippy::too_many_arguments)]
 pub fn compress_blocks<T: Send>(
     image: &mut ImageFile,
-    compressor: &dyn Compressor,
+    codecs: &[StreamCodec<'_>],
+    fallback: &dyn Compressor,
     workers: usize,
     in_flight: usize,
     progress: &BlockProgress,
@@ -71,7 +129,7 @@ pub fn compress_blocks<T: Send>(
     produce: impl FnOnce(&mut Dispatch) -> Result<T> + Send,
 ) -> Result<T> {
     let in_flight = in_flight.max(1);
-    let (todo_tx, todo_rx) = bounded::<(u32, Arc<Vec<u8>>)>(in_flight);
+    let (todo_tx, todo_rx) = bounded::<Job>(in_flight);
     let (done_tx, done_rx) = bounded::<(u32, Result<(Compression, Vec<u8>)>, u64)>(in_flight);
     let (ticket_tx, ticket_rx) = bounded::<()>(in_flight);
     for _ in 0..in_flight {
@@ -84,8 +142,13 @@ pub fn compress_blocks<T: Send>(
             let todo_rx = todo_rx.clone();
             let done_tx = done_tx.clone();
             s.spawn(move || {
-                for (number, data) in todo_rx {
-                    let result = compress(compressor, &data);
+                for (number, stream, data) in todo_rx {
+                    let result = match codecs.get(stream) {
+                        Some(codec) => compress(codec, fallback, &data),
+                        None => Err(Error::Input(format!(
+                            "internal error: no codec for stream {stream}"
+                        ))),
+                    };
                     if done_tx.send((number, result, data.len() as u64)).is_err() {
                         break;
                     }
@@ -122,6 +185,7 @@ pub fn compress_blocks<T: Send>(
             todo: todo_tx,
             tickets: ticket_rx,
             cancel: Arc::clone(&cancel),
+            streams: Vec::new(),
         };
         let produced = produce(&mut dispatch);
         if produced.is_err() {

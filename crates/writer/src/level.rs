@@ -3,6 +3,8 @@
 //! lz4 all available). Level 7 is the default.
 
 use crate::order::Order;
+use crate::pipeline::CategorySettings;
+use std::collections::BTreeMap;
 
 /// The settings one level stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,4 +124,36 @@ impl Level {
     pub fn get(n: u8) -> Option<Level> {
         LEVELS.get(n as usize).copied()
     }
+}
+
+/// What `--categorize` sets per category at level `n` unless told
+/// otherwise, as DwarFS does: incompressible data is stored as is; audio
+/// goes to FLAC (levels 1 and up), in reverse
+/// path order, with the audio window DwarFS picks (which our writer turns
+/// off anyway for FLAC's frame-aligned blocks).
+pub fn category_defaults(n: u8) -> BTreeMap<String, CategorySettings> {
+    let mut m = BTreeMap::new();
+    m.insert(
+        crate::categorize::incompressible::INCOMPRESSIBLE.to_string(),
+        CategorySettings {
+            compression: Some("null".into()),
+            ..Default::default()
+        },
+    );
+    let (flac_level, audio_window, audio_order) = match n {
+        0 => return m,
+        1..=4 => (3, 0, Some(Order::RevPath)),
+        5..=7 => (5, 20, Some(Order::RevPath)),
+        _ => (8, 16, None),
+    };
+    m.insert(
+        crate::categorize::pcmaudio::WAVEFORM.to_string(),
+        CategorySettings {
+            compression: Some(format!("flac:level={flac_level}")),
+            order: audio_order,
+            window_bits: Some(audio_window),
+            ..Default::default()
+        },
+    );
+    m
 }

@@ -4,9 +4,13 @@
 //!
 //! 1. [`scan`] — walk the input (in parallel), apply [`filter`] rules;
 //! 2. [`dedupe`] — read every file once, group equal contents;
+//!    [`categorize`] (with `--categorize`) — split contents into fragments
+//!    of categories (audio, executables, incompressible data, ...);
 //! 3. [`order`] — decide where each content goes;
-//! 4. [`segment`] — append contents to blocks, referencing repeated ranges;
-//! 5. [`blocks`] — compress blocks in parallel, write them in order;
+//! 4. [`segment`] — append contents to blocks, referencing repeated ranges,
+//!    one segmenter per category, one category after the other;
+//! 5. [`blocks`] — compress blocks in parallel (each with its category's
+//!    codec), write them in order;
 //! 6. [`metadata`] — build and encode the metadata;
 //! 7. [`output`] — the image file, renamed into place when complete.
 

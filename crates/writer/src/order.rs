@@ -15,7 +15,7 @@ use crate::dedupe::Content;
 use crate::tree::Tree;
 
 /// How to order file contents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Order {
     /// Scan order.
     None,

@@ -1,7 +1,8 @@
 //! The whole build: options, the run of every stage, live progress
 //! counters and the final summary.
 
-use crate::blocks::{compress_blocks, BlockProgress};
+use crate::blocks::{compress_blocks, BlockProgress, StreamCodec};
+use crate::categorize::{categorize, CategorizeOptions, Category, Fragment, DEFAULT_CATEGORY};
 use crate::dedupe::{dedupe, DedupeProgress};
 use crate::filter::Filter;
 use crate::level::Level;
@@ -16,6 +17,7 @@ use hoard_codec::compressor_from_spec;
 use hoard_format::history::HistoryEntry;
 use hoard_format::section::{Compression, SectionType};
 use hoard_format::write::{encode_metadata, PackOptions};
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -67,6 +69,30 @@ pub struct CreateOptions {
     pub section_index: bool,
     /// Bytes to put before the image (`--header`).
     pub header: Option<Vec<u8>>,
+    /// Categorizers to run (`--categorize`); None runs none.
+    pub categorize: Option<CategorizeOptions>,
+    /// Per-category settings (`-C cat::spec`, `--order cat::...`, ...).
+    pub per_category: BTreeMap<String, CategorySettings>,
+    /// Store category names (and so the categories of blocks).
+    pub category_names: bool,
+    /// Store category metadata (the sample layouts FLAC and RICEPP need
+    /// to recompress blocks).
+    pub category_metadata: bool,
+}
+
+/// Settings that one category overrides; None keeps the general setting.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CategorySettings {
+    /// Block compression spec.
+    pub compression: Option<String>,
+    /// Content order.
+    pub order: Option<Order>,
+    /// Segmenter window, as a power of two; 0 turns segmenting off.
+    pub window_bits: Option<u32>,
+    /// Window step, as a right shift of the window size.
+    pub window_step_shift: Option<u32>,
+    /// Finished blocks searched for repeats.
+    pub lookback: Option<usize>,
 }
 
 impl CreateOptions {
@@ -94,6 +120,10 @@ impl CreateOptions {
             history: None,
             section_index: true,
             header: None,
+            categorize: None,
+            per_category: BTreeMap::new(),
+            category_names: true,
+            category_metadata: true,
         }
     }
 }
@@ -119,12 +149,14 @@ pub enum Phase {
     Scanning = 0,
     /// Reading and hashing files.
     Hashing = 1,
+    /// Running the categorizers.
+    Categorizing = 2,
     /// Segmenting and compressing.
-    Writing = 2,
+    Writing = 3,
     /// Building the metadata.
-    Metadata = 3,
+    Metadata = 4,
     /// Finished.
-    Done = 4,
+    Done = 5,
 }
 
 /// Live counters of a build, for progress display.
@@ -135,6 +167,8 @@ pub struct Progress {
     pub scan: ScanProgress,
     /// Hashing counters.
     pub dedupe: DedupeProgress,
+    /// Bytes of distinct contents categorized so far.
+    pub categorized: AtomicU64,
     /// Bytes of distinct contents to segment.
     pub to_segment: AtomicU64,
     /// Bytes segmented so far.
@@ -149,8 +183,9 @@ impl Progress {
         match self.phase.load(Ordering::Relaxed) {
             0 => Phase::Scanning,
             1 => Phase::Hashing,
-            2 => Phase::Writing,
-            3 => Phase::Metadata,
+            2 => Phase::Categorizing,
+            3 => Phase::Writing,
+            4 => Phase::Metadata,
             _ => Phase::Done,
         }
     }
@@ -201,7 +236,9 @@ fn compressor(spec: &str) -> Result<Box<dyn hoard_codec::Compressor>> {
 /// not larger.
 fn pack_section(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
     let c = compressor(spec)?;
-    let payload = c.compress(data, None).map_err(|e| Error::Input(e.to_string()))?;
+    let payload = c
+        .compress(data, None)
+        .map_err(|e| Error::Input(e.to_string()))?;
     Ok(if payload.len() < data.len() {
         (c.algo(), payload)
     } else {
@@ -223,20 +260,7 @@ pub fn create(
         )));
     }
     let block_size = 1usize << options.block_size_bits;
-    let window = if options.window_bits == 0 {
-        0
-    } else {
-        1usize << options.window_bits
-    };
-    if window > block_size {
-        return Err(Error::Input(format!(
-            "window size {window} is larger than the block size {block_size}"
-        )));
-    }
-    let data_compressor = compressor(&options.data_compression)?;
-    compressor(&options.metadata_compression)?;
-    compressor(&options.schema_compression)?;
-
+    validate(options)?;
     let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?;
     let mut scan_options = options.scan.clone();
     scan_options.exclude.extend(image.identity());
@@ -274,58 +298,118 @@ pub fn create(
         summary.duplicate_bytes += dups * c.size;
         summary.original_bytes += c.files.len() as u64 * c.size;
     }
-    let data_order = order(&tree, &deduped.contents, options.order);
     progress.to_segment.store(
         deduped.contents.iter().map(|c| c.size).sum(),
         Ordering::Relaxed,
     );
+    let fragments: Vec<Vec<Fragment>> = match &options.categorize {
+        Some(c) => {
+            progress.set(Phase::Categorizing);
+            let f = categorize(
+                &tree,
+                &deduped.contents,
+                options.sparse,
+                c,
+                &progress.categorized,
+            );
+            check(&cancel)?;
+            f
+        }
+        None => deduped
+            .contents
+            .iter()
+            .map(|c| Fragment::whole(Category::plain(DEFAULT_CATEGORY), c.size))
+            .collect(),
+    };
+    let default_compressor = compressor(&options.data_compression)?;
+    let plans = plan_streams(options, &fragments, default_compressor.as_ref())?;
+    let mut orders: HashMap<Order, Vec<usize>> = HashMap::new();
+    for p in &plans {
+        orders
+            .entry(p.order)
+            .or_insert_with(|| order(&tree, &deduped.contents, p.order));
+    }
 
     progress.set(Phase::Writing);
-    let config = SegmentConfig {
-        block_size,
-        window,
-        step: (window >> options.window_step_shift).max(1),
-        lookback: options.lookback,
-    };
-    let in_flight = (options.memory_limit / block_size as u64)
-        .saturating_sub(options.lookback as u64 + 1)
+    let max_block = plans
+        .iter()
+        .map(|p| p.config.block_size)
+        .max()
+        .unwrap_or(block_size);
+    let max_lookback = plans.iter().map(|p| p.config.lookback).max().unwrap_or(0);
+    let in_flight = (options.memory_limit / max_block as u64)
+        .saturating_sub(max_lookback as u64 + 1)
         .clamp(1, 4 * options.workers.max(1) as u64) as usize;
+    let codecs: Vec<StreamCodec<'_>> = plans
+        .iter()
+        .map(|p| StreamCodec {
+            compressor: p.compressor.as_ref(),
+            metadata: p.category.metadata.clone(),
+        })
+        .collect();
     let mut read_warnings = Vec::new();
-    let (pieces, blocks, stats) = compress_blocks(
+    let (pieces, blocks, stats, block_streams) = compress_blocks(
         &mut image,
-        data_compressor.as_ref(),
+        &codecs,
+        default_compressor.as_ref(),
         options.workers,
         in_flight,
         &progress.blocks,
         Arc::clone(&cancel),
         |dispatch| {
-            let mut segmenter = Segmenter::new(config, dispatch);
-            let mut pieces = vec![Vec::new(); deduped.contents.len()];
+            let mut pieces: Vec<Vec<Vec<Piece>>> = fragments
+                .iter()
+                .map(|f| vec![Vec::new(); f.len()])
+                .collect();
             let mut buf = vec![0u8; 16 << 20];
-            for &c in &data_order {
-                check(&cancel)?;
-                let content = &deduped.contents[c];
-                let file = &tree.files[content.files[0]];
-                let read = feed(
-                    &mut segmenter,
-                    &file.source,
-                    options.sparse,
-                    &mut buf,
-                    &mut pieces[c],
-                    &progress.segmented,
-                );
-                match read {
-                    Ok(n) if n != content.size => read_warnings.push(format!(
-                        "{}: changed while being read ({} bytes, then {n})",
-                        file.source.display(),
-                        content.size
-                    )),
-                    Ok(_) => {}
-                    Err(e) => read_warnings.push(format!("{}: {e}", file.source.display())),
+            let mut next_block = 0u32;
+            let mut stats = SegmentStats::default();
+            for (stream, plan) in plans.iter().enumerate() {
+                let mut sink = dispatch.stream(stream);
+                let mut segmenter = Segmenter::new(plan.config, next_block, &mut sink);
+                for &c in &orders[&plan.order] {
+                    let content = &deduped.contents[c];
+                    let file = &tree.files[content.files[0]];
+                    let mut start = 0u64;
+                    for (f, fragment) in fragments[c].iter().enumerate() {
+                        if fragment.category == plan.category {
+                            check(&cancel)?;
+                            let range = Range {
+                                start,
+                                len: fragment.size,
+                                whole: fragment.size == content.size,
+                            };
+                            let read = feed(
+                                &mut segmenter,
+                                &file.source,
+                                range,
+                                options.sparse,
+                                &mut buf,
+                                &mut pieces[c][f],
+                                &progress.segmented,
+                            );
+                            match read {
+                                Ok(n) if n != range.len => read_warnings.push(format!(
+                                    "{}: changed while being read ({} bytes, then {})",
+                                    file.source.display(),
+                                    content.size,
+                                    if range.whole { n } else { start + n }
+                                )),
+                                Ok(_) => {}
+                                Err(e) => {
+                                    read_warnings.push(format!("{}: {e}", file.source.display()))
+                                }
+                            }
+                        }
+                        start += fragment.size;
+                    }
                 }
+                let (next, s) = segmenter.finish()?;
+                next_block = next;
+                stats.add(&s);
             }
-            let (blocks, stats) = segmenter.finish()?;
-            Ok((pieces, blocks, stats))
+            let pieces: Vec<Vec<Piece>> = pieces.into_iter().map(|p| p.concat()).collect();
+            Ok((pieces, next_block, stats, dispatch.block_streams().to_vec()))
         },
     )?;
     summary.warnings.extend(read_warnings);
@@ -335,7 +419,7 @@ pub fn create(
     check(&cancel)?;
 
     progress.set(Phase::Metadata);
-    let meta = build(
+    let mut meta = build(
         &Inputs {
             tree: &tree,
             deduped: &deduped,
@@ -345,6 +429,9 @@ pub fn create(
         },
         &options.attrs,
     );
+    if options.categorize.is_some() && options.category_names {
+        record_categories(&mut meta, &plans, &block_streams, options.category_metadata);
+    }
     let encoded = encode_metadata(&meta, &options.pack).map_err(|e| Error::Input(e.to_string()))?;
     let (algo, payload) = pack_section(&options.schema_compression, &encoded.schema)?;
     image.section(SectionType::METADATA_V2_SCHEMA, algo, &payload)?;
@@ -362,24 +449,36 @@ pub fn create(
     Ok(summary)
 }
 
-/// Feeds the file at `path` to the segmenter, holes as holes when
-/// `sparse`; returns the number of bytes (holes included) fed.
+/// The part of a file one fragment covers.
+#[derive(Debug, Clone, Copy)]
+struct Range {
+    start: u64,
+    len: u64,
+    /// The fragment is the whole file: holes may be kept, and a file that
+    /// grew since the scan is noticed.
+    whole: bool,
+}
+
+/// Feeds `range` of the file at `path` to the segmenter, holes as holes
+/// when `sparse` and the range is the whole file; returns the number of
+/// bytes (holes included) fed.
 fn feed<S: crate::segment::BlockSink>(
     segmenter: &mut Segmenter<'_, S>,
     path: &Path,
+    range: Range,
     sparse: bool,
     buf: &mut [u8],
     out: &mut Vec<Piece>,
     progress: &AtomicU64,
 ) -> std::io::Result<u64> {
     let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let regions = if sparse {
+    let (first, len) = (range.start, range.start + range.len);
+    let regions = if sparse && range.whole {
         data_regions(&file, len)
     } else {
-        vec![(0, len)]
+        vec![(first, len)]
     };
-    let mut pos = 0u64;
+    let mut pos = first;
     for (start, end) in regions {
         if start > pos {
             segmenter.hole(start - pos, out);
@@ -405,21 +504,23 @@ fn feed<S: crate::segment::BlockSink>(
         pos = end - left;
         if left > 0 {
             // The file shrank: stop here.
-            return Ok(pos);
+            return Ok(pos - first);
         }
     }
     if len > pos {
         segmenter.hole(len - pos, out);
         progress.fetch_add(len - pos, Ordering::Relaxed);
     }
-    // Anything appended after the scan is left out; a file that grew is
-    // reported by its size.
-    use std::os::unix::fs::FileExt;
-    let mut probe = [0u8; 1];
-    if file.read_at(&mut probe, len)? > 0 {
-        return Ok(len + 1);
+    if range.whole {
+        // Anything appended after the scan is left out; a file that grew
+        // is reported by its size.
+        use std::os::unix::fs::FileExt;
+        let mut probe = [0u8; 1];
+        if file.read_at(&mut probe, len)? > 0 {
+            return Ok(len + 1);
+        }
     }
-    Ok(len)
+    Ok(range.len)
 }
 
 /// The data regions (start, end) of an open file of length `len`, from
@@ -451,4 +552,155 @@ fn data_regions(file: &std::fs::File, len: u64) -> Vec<(u64, u64)> {
         pos = end.max(data + 1);
     }
     regions
+}
+
+/// Checks the block size, windows and compression specs before any work.
+fn validate(options: &CreateOptions) -> Result<()> {
+    if !(10..=30).contains(&options.block_size_bits) {
+        return Err(Error::Input(format!(
+            "block size bits {} out of range (10 to 30)",
+            options.block_size_bits
+        )));
+    }
+    let block_size = 1u64 << options.block_size_bits;
+    let check_window = |bits: u32, what: &str| {
+        if bits > 0 && 1u64 << bits > block_size {
+            return Err(Error::Input(format!(
+                "window size {}{what} is larger than the block size {block_size}",
+                1u64 << bits
+            )));
+        }
+        Ok(())
+    };
+    check_window(options.window_bits, "")?;
+    for spec in [
+        &options.data_compression,
+        &options.metadata_compression,
+        &options.schema_compression,
+    ] {
+        compressor(spec)?;
+    }
+    let known = crate::categorize::all_category_names();
+    for (name, s) in &options.per_category {
+        if !known.contains(&name.as_str()) {
+            return Err(Error::Input(format!(
+                "unknown category '{name}' (known: {})",
+                known.join(", ")
+            )));
+        }
+        if let Some(spec) = &s.compression {
+            compressor(spec)?;
+        }
+        check_window(s.window_bits.unwrap_or(0), &format!(" (category {name})"))?;
+    }
+    Ok(())
+}
+
+/// One stream of data: the fragments of one category (with one metadata),
+/// segmented into blocks of their own and compressed alike.
+struct StreamPlan {
+    category: Category,
+    compressor: Box<dyn hoard_codec::Compressor>,
+    config: SegmentConfig,
+    order: Order,
+}
+
+/// A plan per distinct category among `fragments`, the default category
+/// first, then in the order the categorizers list their categories.
+///
+/// A category whose compressor works on units (FLAC: one frame of
+/// samples) gets blocks of whole units and no segmenting, so that every
+/// block holds whole units; one whose metadata its compressor cannot use
+/// falls back to `default`'s spec.
+fn plan_streams(
+    options: &CreateOptions,
+    fragments: &[Vec<Fragment>],
+    default: &dyn hoard_codec::Compressor,
+) -> Result<Vec<StreamPlan>> {
+    let rank: Vec<&str> = crate::categorize::all_category_names();
+    let mut categories: Vec<&Category> = fragments.iter().flatten().map(|f| &f.category).collect();
+    categories.sort_by(|a, b| {
+        let pos = |c: &Category| rank.iter().position(|n| *n == c.name);
+        (pos(a), &a.metadata).cmp(&(pos(b), &b.metadata))
+    });
+    categories.dedup();
+    let block_size = 1usize << options.block_size_bits;
+    categories
+        .into_iter()
+        .map(|category| {
+            let s = options
+                .per_category
+                .get(category.name)
+                .cloned()
+                .unwrap_or_default();
+            let spec = s
+                .compression
+                .as_deref()
+                .unwrap_or(&options.data_compression);
+            let mut c = compressor(spec)?;
+            let granularity = match c.granularity(category.metadata.as_deref()) {
+                Ok(g) => g.max(1),
+                Err(_) => {
+                    c = compressor(&default.describe())?;
+                    1
+                }
+            };
+            let bits = s.window_bits.unwrap_or(options.window_bits);
+            let window = if bits == 0 || granularity > 1 {
+                0
+            } else {
+                1usize << bits
+            };
+            let shift = s.window_step_shift.unwrap_or(options.window_step_shift);
+            Ok(StreamPlan {
+                category: category.clone(),
+                compressor: c,
+                config: SegmentConfig {
+                    block_size: (block_size / granularity).max(1) * granularity,
+                    window,
+                    step: (window >> shift).max(1),
+                    lookback: s.lookback.unwrap_or(options.lookback),
+                },
+                order: s.order.unwrap_or(options.order),
+            })
+        })
+        .collect()
+}
+
+/// Records the category of every block (and, when `with_metadata`, the
+/// category metadata of the blocks that have one) in `meta`.
+fn record_categories(
+    meta: &mut hoard_format::metadata::Metadata,
+    plans: &[StreamPlan],
+    block_streams: &[usize],
+    with_metadata: bool,
+) {
+    let mut names: Vec<&str> = Vec::new();
+    let mut jsons: Vec<&str> = Vec::new();
+    let mut block_categories = Vec::with_capacity(block_streams.len());
+    let mut block_metadata = std::collections::BTreeMap::new();
+    for (block, &stream) in block_streams.iter().enumerate() {
+        let category = &plans[stream].category;
+        let index = names
+            .iter()
+            .position(|n| *n == category.name)
+            .unwrap_or_else(|| {
+                names.push(category.name);
+                names.len() - 1
+            });
+        block_categories.push(index as u32);
+        if let (true, Some(json)) = (with_metadata, category.metadata.as_deref()) {
+            let j = jsons.iter().position(|m| *m == json).unwrap_or_else(|| {
+                jsons.push(json);
+                jsons.len() - 1
+            });
+            block_metadata.insert(block as u32, j as u32);
+        }
+    }
+    meta.category_names = Some(names.into_iter().map(String::from).collect());
+    meta.block_categories = Some(block_categories);
+    if !jsons.is_empty() {
+        meta.category_metadata_json = Some(jsons.into_iter().map(String::from).collect());
+        meta.block_category_metadata = Some(block_metadata);
+    }
 }

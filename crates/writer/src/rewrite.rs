@@ -6,7 +6,7 @@
 //! `--rebuild-metadata` re-applies owner, group, time and permission
 //! overrides and the packing options to the stored metadata.
 
-use crate::blocks::{compress_blocks, BlockProgress};
+use crate::blocks::{compress_blocks, BlockProgress, StreamCodec};
 use crate::chmod::Chmod;
 use crate::output::ImageFile;
 use crate::{Error, Result};
@@ -45,6 +45,9 @@ pub struct RewriteOptions {
     pub force: bool,
     /// New block compression; `None` copies blocks as they are.
     pub data_compression: Option<String>,
+    /// New block compression of the blocks of some categories (by
+    /// category name), when blocks are recompressed.
+    pub per_category: std::collections::BTreeMap<String, String>,
     /// New metadata compression; `None` keeps the metadata as it is,
     /// unless `rebuild` is set.
     pub metadata_compression: Option<String>,
@@ -124,12 +127,52 @@ fn apply(meta: &mut Metadata, r: &Rebuild) {
 /// Compresses with `spec`, keeping the data as is when that is smaller.
 fn pack(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
     let c = hoard_codec::compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))?;
-    let out = c.compress(data, None).map_err(|e| Error::Input(e.to_string()))?;
+    let out = c
+        .compress(data, None)
+        .map_err(|e| Error::Input(e.to_string()))?;
     Ok(if out.len() < data.len() {
         (c.algo(), out)
     } else {
         (Compression::NONE, data.to_vec())
     })
+}
+
+/// The distinct (category name, category metadata) pairs of an image's
+/// blocks; one `(None, None)` stream when it has no categories.
+fn block_streams(meta: &Metadata, blocks: usize) -> Vec<(Option<&str>, Option<&str>)> {
+    let mut streams = vec![(None, None)];
+    for n in 0..blocks {
+        let s = block_category(meta, n);
+        if !streams.contains(&s) {
+            streams.push(s);
+        }
+    }
+    streams
+}
+
+/// The category name and metadata of block `n`, where the image has them.
+fn block_category(meta: &Metadata, n: usize) -> (Option<&str>, Option<&str>) {
+    let name = meta
+        .block_categories
+        .as_ref()
+        .and_then(|c| c.get(n))
+        .zip(meta.category_names.as_ref())
+        .and_then(|(&i, names)| names.get(i as usize))
+        .map(String::as_str);
+    let json = meta
+        .block_category_metadata
+        .as_ref()
+        .and_then(|m| m.get(&(n as u32)))
+        .zip(meta.category_metadata_json.as_ref())
+        .and_then(|(&i, all)| all.get(i as usize))
+        .map(String::as_str);
+    (name, json)
+}
+
+/// Index in `streams` of block `n`'s stream.
+fn stream_of_block(meta: &Metadata, streams: &[(Option<&str>, Option<&str>)], n: usize) -> usize {
+    let s = block_category(meta, n);
+    streams.iter().position(|x| *x == s).unwrap_or(0)
 }
 
 /// Rewrites an image.
@@ -158,13 +201,32 @@ pub fn rewrite(
         .collect();
     match &options.data_compression {
         Some(spec) => {
-            let compressor =
+            let streams = block_streams(fs.metadata(), blocks.len());
+            let compressors = streams
+                .iter()
+                .map(|(name, _)| {
+                    let spec = name
+                        .and_then(|n| options.per_category.get(n))
+                        .unwrap_or(spec);
+                    hoard_codec::compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let codecs: Vec<StreamCodec<'_>> = streams
+                .iter()
+                .zip(&compressors)
+                .map(|((_, metadata), c)| StreamCodec {
+                    compressor: c.as_ref(),
+                    metadata: metadata.map(String::from),
+                })
+                .collect();
+            let fallback =
                 hoard_codec::compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))?;
             let in_flight = (options.memory_limit / block_size.max(1) as u64)
                 .clamp(1, 4 * options.workers.max(1) as u64) as usize;
             compress_blocks(
                 &mut out,
-                compressor.as_ref(),
+                &codecs,
+                fallback.as_ref(),
                 options.workers,
                 in_flight,
                 progress,
@@ -173,7 +235,8 @@ pub fn rewrite(
                     use crate::segment::BlockSink;
                     for (n, s) in blocks.iter().enumerate() {
                         let data = image.load(s, block_size).map_err(reader_error)?;
-                        dispatch.finished(n as u32, Arc::new(data))?;
+                        let stream = stream_of_block(fs.metadata(), &streams, n);
+                        dispatch.stream(stream).finished(n as u32, Arc::new(data))?;
                     }
                     Ok(())
                 },

@@ -75,6 +75,15 @@ pub struct SegmentStats {
     pub holes: u64,
 }
 
+impl SegmentStats {
+    /// Adds the counts of `other`.
+    pub fn add(&mut self, other: &SegmentStats) {
+        self.stored += other.stored;
+        self.matched += other.matched;
+        self.holes += other.holes;
+    }
+}
+
 /// Receives each block when it is full (and the last one at the end).
 pub trait BlockSink {
     /// Takes finished block `number`.
@@ -185,8 +194,9 @@ pub struct Segmenter<'a, S: BlockSink> {
 const FLUSH_LITERAL: usize = 256 << 10;
 
 impl<'a, S: BlockSink> Segmenter<'a, S> {
-    /// A segmenter writing blocks to `sink`.
-    pub fn new(config: SegmentConfig, sink: &'a mut S) -> Self {
+    /// A segmenter writing blocks to `sink`, numbering them from
+    /// `first_block` on.
+    pub fn new(config: SegmentConfig, first_block: u32, sink: &'a mut S) -> Self {
         let per_block = if config.window > 0 {
             config.block_size / config.step.max(1)
         } else {
@@ -198,7 +208,7 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
             sink,
             kept: VecDeque::new(),
             current: Vec::with_capacity(config.block_size),
-            current_number: 0,
+            current_number: first_block,
             current_index: WindowIndex::default(),
             index_pos: 0,
             index_hash: None,
@@ -404,7 +414,8 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
         Ok(())
     }
 
-    /// Hands over the last block; returns the number of blocks and stats.
+    /// Hands over the last block; returns the number the next block would
+    /// get, and the stats.
     pub fn finish(mut self) -> crate::Result<(u32, SegmentStats)> {
         self.finish_block()?;
         Ok((self.current_number, self.stats))
@@ -478,7 +489,7 @@ mod tests {
         let mut sink = Collect::default();
         let mut pieces = Vec::new();
         let stats = {
-            let mut seg = Segmenter::new(config, &mut sink);
+            let mut seg = Segmenter::new(config, 0, &mut sink);
             for f in files {
                 let mut out = Vec::new();
                 for part in f.chunks(10_000) {

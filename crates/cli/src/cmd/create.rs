@@ -2,11 +2,13 @@
 //! live progress display and a summary at the end. Exit status 2 when some
 //! entries could not be read (the image is still valid without them).
 
+use super::categorized::split;
 use super::create_args::CreateArgs;
 use super::progress::{human_bytes, with_display};
 use anyhow::{anyhow, bail, Context, Result};
 use hoard_format::history::HistoryEntry;
 use hoard_format::write::PackOptions;
+use hoard_writer::categorize::{CategorizeOptions, Categorizer, IncompressibleOptions};
 use hoard_writer::chmod::Chmod;
 use hoard_writer::filter::Filter;
 use hoard_writer::level::Level;
@@ -56,8 +58,9 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     if let Some(b) = args.block_size_bits {
         o.block_size_bits = b;
     }
-    if let Some(c) = &args.compression {
-        o.data_compression = c.clone();
+    let compression = split("-C", &args.compression, |s| Ok(s.to_string()))?;
+    if let Some(c) = compression.general {
+        o.data_compression = c;
     }
     if let Some(c) = &args.metadata_compression {
         o.metadata_compression = c.clone();
@@ -65,22 +68,74 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     if let Some(c) = &args.schema_compression {
         o.schema_compression = c.clone();
     }
-    if let Some(w) = args.window_size {
+    let window_size = split("-W", &args.window_size, |v| {
+        let w: u32 = v
+            .parse()
+            .map_err(|_| anyhow!("window size '{v}' is not a number"))?;
         if w != 0 && !(8..=30).contains(&w) {
             bail!("window size bits {w} out of range (0, or 8 to 30)");
         }
+        Ok(w)
+    })?;
+    if let Some(w) = window_size.general {
         o.window_bits = w;
     }
-    if let Some(w) = args.window_step {
+    let window_step = split("-w", &args.window_step, |v| {
+        let w: u32 = v
+            .parse()
+            .map_err(|_| anyhow!("window step '{v}' is not a number"))?;
         if w > 8 {
             bail!("window step {w} out of range (0 to 8)");
         }
+        Ok(w)
+    })?;
+    if let Some(w) = window_step.general {
         o.window_step_shift = w;
     }
-    o.lookback = args.lookback;
-    if let Some(order) = &args.order {
-        o.order = Order::parse(order).map_err(anyhow::Error::msg)?;
+    let lookback = split("-B", &args.lookback, |v| {
+        v.parse::<usize>()
+            .map_err(|_| anyhow!("lookback '{v}' is not a number of blocks"))
+    })?;
+    if let Some(b) = lookback.general {
+        o.lookback = b;
     }
+    let order = split("--order", &args.order, |v| {
+        Order::parse(v).map_err(anyhow::Error::msg)
+    })?;
+    if let Some(order) = order.general {
+        o.order = order;
+    }
+    if let Some(list) = &args.categorize {
+        o.categorize = Some(CategorizeOptions {
+            categorizers: Categorizer::parse_list(list).map_err(anyhow::Error::msg)?,
+            incompressible: IncompressibleOptions {
+                min_input_size: args.incompressible_min_input_size as u64,
+                block_size: args.incompressible_block_size.max(1),
+                fragments: args.incompressible_fragments,
+                ratio: args.incompressible_ratio,
+                zstd_level: args.incompressible_zstd_level,
+            },
+        });
+        o.per_category = hoard_writer::level::category_defaults(args.level);
+    }
+    let per_category = &mut o.per_category;
+    for (name, v) in compression.per_category {
+        per_category.entry(name).or_default().compression = Some(v);
+    }
+    for (name, v) in window_size.per_category {
+        per_category.entry(name).or_default().window_bits = Some(v);
+    }
+    for (name, v) in window_step.per_category {
+        per_category.entry(name).or_default().window_step_shift = Some(v);
+    }
+    for (name, v) in lookback.per_category {
+        per_category.entry(name).or_default().lookback = Some(v);
+    }
+    for (name, v) in order.per_category {
+        per_category.entry(name).or_default().order = Some(v);
+    }
+    o.category_names = !args.no_category_names;
+    o.category_metadata = !args.no_category_names && !args.no_category_metadata;
     if let Some(n) = args.workers {
         o.workers = n.max(1);
     }

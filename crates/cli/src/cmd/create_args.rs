@@ -22,27 +22,60 @@ pub struct CreateArgs {
     /// Block size as a power of two (10 to 30).
     #[arg(short = 'S', long = "block-size-bits")]
     pub block_size_bits: Option<u32>,
-    /// Block compression, e.g. `zstd:level=19`, `lzma:level=9:extreme`, `lz4hc`, `null`.
+    /// Block compression, e.g. `zstd:level=19`, `lzma:level=9:extreme`, `lz4hc`, `null`;
+    /// `CATEGORY::SPEC` for one category (repeatable).
     #[arg(short = 'C', long = "compression")]
-    pub compression: Option<String>,
+    pub compression: Vec<String>,
     /// Metadata compression.
     #[arg(long = "metadata-compression")]
     pub metadata_compression: Option<String>,
     /// Schema and history compression.
     #[arg(long = "schema-compression")]
     pub schema_compression: Option<String>,
-    /// Segmenter window size as a power of two; 0 turns segmenting off.
+    /// Segmenter window size as a power of two; 0 turns segmenting off
+    /// (`CATEGORY::BITS` for one category).
     #[arg(short = 'W', long = "window-size")]
-    pub window_size: Option<u32>,
-    /// Segmenter window step, as a right shift of the window size.
+    pub window_size: Vec<String>,
+    /// Segmenter window step, as a right shift of the window size
+    /// (`CATEGORY::SHIFT` for one category).
     #[arg(short = 'w', long = "window-step")]
-    pub window_step: Option<u32>,
-    /// Finished blocks searched for repeated data.
-    #[arg(short = 'B', long = "max-lookback-blocks", default_value_t = 1)]
-    pub lookback: usize,
-    /// File order: none, path, revpath, similarity, nilsimsa.
+    pub window_step: Vec<String>,
+    /// Finished blocks searched for repeated data, default 1
+    /// (`CATEGORY::N` for one category).
+    #[arg(short = 'B', long = "max-lookback-blocks")]
+    pub lookback: Vec<String>,
+    /// File order: none, path, revpath, similarity, nilsimsa
+    /// (`CATEGORY::ORDER` for one category).
     #[arg(long)]
-    pub order: Option<String>,
+    pub order: Vec<String>,
+    /// Split files into categories, each with its own blocks and
+    /// compression: pcmaudio, binary, incompressible (all, in that
+    /// order, when given alone).
+    #[arg(long, num_args = 0..=1, require_equals = true,
+          default_missing_value = "pcmaudio,binary,incompressible")]
+    pub categorize: Option<String>,
+    /// Smallest file checked for incompressibility (suffixes k, m, g).
+    #[arg(long, value_parser = crate::args::parse_size, default_value = "256")]
+    pub incompressible_min_input_size: usize,
+    /// Bytes compressed at a time to check for incompressibility.
+    #[arg(long, value_parser = crate::args::parse_size, default_value = "1m")]
+    pub incompressible_block_size: usize,
+    /// Categorize incompressible parts of files, not only whole files.
+    #[arg(long)]
+    pub incompressible_fragments: bool,
+    /// Compressed/original ratio from which data is incompressible.
+    #[arg(long, default_value_t = 0.99)]
+    pub incompressible_ratio: f64,
+    /// zstd level of the incompressibility check.
+    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+    pub incompressible_zstd_level: i32,
+    /// Do not store category names (nor category metadata).
+    #[arg(long)]
+    pub no_category_names: bool,
+    /// Do not store category metadata (a later rewrite cannot use FLAC or
+    /// RICEPP on those blocks then).
+    #[arg(long)]
+    pub no_category_metadata: bool,
     /// Compression threads (default: one per core).
     #[arg(short = 'N', long = "num-workers")]
     pub workers: Option<usize>,
@@ -150,9 +183,10 @@ pub struct RewriteArgs {
     /// What to recompress: all, block, metadata or none.
     #[arg(long, default_value = "all")]
     pub recompress: String,
-    /// Block compression.
+    /// Block compression; `CATEGORY::SPEC` for the blocks of one category
+    /// (repeatable).
     #[arg(short = 'C', long = "compression")]
-    pub compression: Option<String>,
+    pub compression: Vec<String>,
     /// Metadata compression.
     #[arg(long = "metadata-compression")]
     pub metadata_compression: Option<String>,

@@ -1,6 +1,7 @@
 //! The subcommands, one module each.
 
 mod cat;
+mod categorized;
 mod check;
 pub mod create;
 pub mod create_args;

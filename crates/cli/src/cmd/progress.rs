@@ -51,10 +51,10 @@ pub fn with_display<T>(progress: &Progress, show: bool, work: impl FnOnce() -> T
 
 fn draw(p: &Progress, stop: &AtomicBool) {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(5));
-    let spinner = ProgressStyle::with_template("{spinner} {prefix:>9} {msg}")
+    let spinner = ProgressStyle::with_template("{spinner} {prefix:>12} {msg}")
         .unwrap_or_else(|_| ProgressStyle::default_spinner());
     let bytes = ProgressStyle::with_template(
-        "{spinner} {prefix:>9} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {msg}",
+        "{spinner} {prefix:>12} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {msg}",
     )
     .unwrap_or_else(|_| ProgressStyle::default_bar())
     .progress_chars("=> ");
@@ -73,7 +73,7 @@ fn draw(p: &Progress, stop: &AtomicBool) {
                     bar.set_style(bytes.clone());
                     bar.set_length(p.scan.bytes.load(Ordering::Relaxed));
                 }
-                Phase::Writing => {
+                Phase::Categorizing | Phase::Writing => {
                     bar.set_style(bytes.clone());
                     bar.set_length(p.to_segment.load(Ordering::Relaxed));
                 }
@@ -92,6 +92,10 @@ fn draw(p: &Progress, stop: &AtomicBool) {
                 bar.set_prefix("hashing");
                 bar.set_position(p.dedupe.bytes.load(Ordering::Relaxed));
                 bar.set_message(format!("{} files", p.dedupe.files.load(Ordering::Relaxed)));
+            }
+            Phase::Categorizing => {
+                bar.set_prefix("categorizing");
+                bar.set_position(p.categorized.load(Ordering::Relaxed));
             }
             Phase::Writing => {
                 bar.set_prefix("writing");

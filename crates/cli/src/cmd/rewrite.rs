@@ -2,6 +2,7 @@
 //! blocks and/or metadata, optionally rebuilding the metadata with new
 //! owner, time, permission and packing options.
 
+use super::categorized::split;
 use super::create_args::RewriteArgs;
 use super::progress::human_bytes;
 use anyhow::{anyhow, bail, Context, Result};
@@ -46,16 +47,19 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
             })
         })
         .transpose()?;
+    let compression = split("-C", &args.compression, |s| Ok(s.to_string()))?;
     let options = RewriteOptions {
         input: args.input.clone(),
         offset: args.offset,
         output: args.output.clone(),
         force: args.force,
         data_compression: blocks.then(|| {
-            args.compression
+            compression
+                .general
                 .clone()
                 .unwrap_or_else(|| level.data.into())
         }),
+        per_category: compression.per_category,
         metadata_compression: metadata.then(|| {
             args.metadata_compression
                 .clone()

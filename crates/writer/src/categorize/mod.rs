@@ -36,3 +36,175 @@ pub struct Fragment {
     /// How many bytes.
     pub size: u64,
 }
+
+impl Fragment {
+    /// The fragments of a content of `size` bytes all of `category`: one,
+    /// or none for an empty content.
+    pub fn whole(category: Category, size: u64) -> Vec<Fragment> {
+        if size == 0 {
+            Vec::new()
+        } else {
+            vec![Fragment { category, size }]
+        }
+    }
+}
+
+pub mod binary;
+pub mod incompressible;
+pub mod pcmaudio;
+
+use crate::dedupe::Content;
+use crate::tree::Tree;
+pub use incompressible::IncompressibleOptions;
+use rayon::prelude::*;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A categorizer, by its DwarFS name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Categorizer {
+    /// PCM audio (`pcmaudio/waveform`, `pcmaudio/metadata`).
+    PcmAudio,
+    /// Executables (`binary/elf`, `binary/pe`).
+    Binary,
+    /// Data zstd cannot shrink (`incompressible`).
+    Incompressible,
+}
+
+/// Every categorizer, in the order `--categorize` alone runs them.
+pub const ALL: [Categorizer; 3] = [
+    Categorizer::PcmAudio,
+    Categorizer::Binary,
+    Categorizer::Incompressible,
+];
+
+impl Categorizer {
+    /// The name `--categorize` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Categorizer::PcmAudio => "pcmaudio",
+            Categorizer::Binary => "binary",
+            Categorizer::Incompressible => "incompressible",
+        }
+    }
+
+    /// The categories it can emit.
+    pub fn categories(self) -> &'static [&'static str] {
+        match self {
+            Categorizer::PcmAudio => &[pcmaudio::METADATA, pcmaudio::WAVEFORM],
+            Categorizer::Binary => &[binary::ELF, binary::PE],
+            Categorizer::Incompressible => &[incompressible::INCOMPRESSIBLE],
+        }
+    }
+
+    /// Parses a comma-separated list such as `pcmaudio,incompressible`.
+    pub fn parse_list(list: &str) -> Result<Vec<Categorizer>, String> {
+        list.split(',')
+            .filter(|s| !s.is_empty())
+            .map(|name| {
+                ALL.into_iter().find(|c| c.name() == name).ok_or_else(|| {
+                    let known: Vec<&str> = ALL.iter().map(|c| c.name()).collect();
+                    format!("unknown categorizer '{name}' (known: {})", known.join(", "))
+                })
+            })
+            .collect()
+    }
+}
+
+/// Every category name any categorizer can emit, the default first.
+pub fn all_category_names() -> Vec<&'static str> {
+    std::iter::once(DEFAULT_CATEGORY)
+        .chain(ALL.iter().flat_map(|c| c.categories().iter().copied()))
+        .collect()
+}
+
+/// What `--categorize` and its options asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CategorizeOptions {
+    /// The categorizers, in order: the first that claims a file wins.
+    pub categorizers: Vec<Categorizer>,
+    /// Settings of the incompressible categorizer.
+    pub incompressible: IncompressibleOptions,
+}
+
+/// Format categorizers read whole files into memory; larger ones are left
+/// to the incompressible categorizer or the default category.
+const MAX_FORMAT_FILE: u64 = 1 << 30;
+
+/// Bytes read first to recognize a format.
+const HEAD: usize = 4096;
+
+/// The fragments of every content (indexed like `contents`), in parallel.
+/// A content no categorizer claims — and, when holes are kept
+/// (`sparse_files`), a sparse file, or a file that cannot be read now — is
+/// one fragment of [`DEFAULT_CATEGORY`]; an empty content has no
+/// fragments. `done` counts the bytes looked at.
+pub fn categorize(
+    tree: &Tree,
+    contents: &[Content],
+    sparse_files: bool,
+    opts: &CategorizeOptions,
+    done: &AtomicU64,
+) -> Vec<Vec<Fragment>> {
+    contents
+        .par_iter()
+        .map(|content| {
+            let path = &tree.files[content.files[0]].source;
+            let found = categorize_file(path, content.size, sparse_files, opts)
+                .ok()
+                .flatten();
+            done.fetch_add(content.size, Ordering::Relaxed);
+            match found {
+                Some(f) if f.iter().map(|f| f.size).sum::<u64>() == content.size => f,
+                _ => Fragment::whole(Category::plain(DEFAULT_CATEGORY), content.size),
+            }
+        })
+        .collect()
+}
+
+/// Runs the categorizers on one file, first match wins.
+fn categorize_file(
+    path: &std::path::Path,
+    size: u64,
+    sparse_files: bool,
+    opts: &CategorizeOptions,
+) -> std::io::Result<Option<Vec<Fragment>>> {
+    if size == 0 {
+        return Ok(None);
+    }
+    let file = std::fs::File::open(path)?;
+    if sparse_files {
+        use std::os::unix::fs::MetadataExt;
+        if file.metadata()?.blocks() * 512 < size {
+            return Ok(None); // holes stay holes in the default category
+        }
+    }
+    let mut head = vec![0u8; HEAD.min(size as usize)];
+    let n = file.read_at(&mut head, 0)?;
+    head.truncate(n);
+    let whole_file = || -> std::io::Result<Vec<u8>> {
+        let mut data = Vec::with_capacity(size as usize);
+        (&file).take(size).read_to_end(&mut data)?;
+        Ok(data)
+    };
+    for c in &opts.categorizers {
+        let found = match c {
+            Categorizer::PcmAudio if pcmaudio::sniff(&head) && size <= MAX_FORMAT_FILE => {
+                pcmaudio::categorize(&whole_file()?)
+            }
+            Categorizer::Binary => binary::categorize(&head, size, |at| {
+                let mut sig = [0u8; 4];
+                file.read_exact_at(&mut sig, at).ok().map(|_| sig)
+            }),
+            Categorizer::Incompressible => {
+                incompressible::categorize((&file).take(size), size, &opts.incompressible)?
+            }
+            _ => None,
+        };
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,215 @@
+//! `hoard create --categorize`: audio, executables and incompressible
+//! data get blocks and codecs of their own (FLAC for audio, none for
+//! incompressible data), the image reads back identical, and a rewrite
+//! keeps the categories.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+/// A WAV file of `frames` frames of a sine per channel.
+fn wav(channels: u16, bytes: u16, frames: usize) -> Vec<u8> {
+    let mut pcm = Vec::new();
+    let amplitude = ((1i64 << (8 * bytes - 1)) - 1) as f64 * 0.7;
+    for i in 0..frames {
+        for c in 0..channels {
+            let v = ((i as f64) * 0.01 * f64::from(c + 1)).sin() * amplitude;
+            let v = v as i64 + if bytes == 1 { 128 } else { 0 };
+            pcm.extend_from_slice(&v.to_le_bytes()[..bytes as usize]);
+        }
+    }
+    let mut f = b"RIFF\0\0\0\0WAVEfmt ".to_vec();
+    f.extend(16u32.to_le_bytes());
+    f.extend(1u16.to_le_bytes());
+    f.extend(channels.to_le_bytes());
+    f.extend(48000u32.to_le_bytes());
+    f.extend((48000 * u32::from(channels * bytes)).to_le_bytes());
+    f.extend((channels * bytes).to_le_bytes());
+    f.extend((8 * bytes).to_le_bytes());
+    f.extend(b"data");
+    f.extend((pcm.len() as u32).to_le_bytes());
+    f.extend(&pcm);
+    let size = (f.len() - 8) as u32;
+    f[4..8].copy_from_slice(&size.to_le_bytes());
+    f
+}
+
+/// Pseudo-random bytes.
+fn noise(n: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn tree(root: &Path) {
+    std::fs::create_dir_all(root.join("audio")).unwrap();
+    std::fs::write(root.join("audio/stereo16.wav"), wav(2, 2, 100_000)).unwrap();
+    std::fs::write(root.join("audio/mono8.wav"), wav(1, 1, 30_001)).unwrap();
+    std::fs::write(root.join("audio/surround24.wav"), wav(6, 3, 20_000)).unwrap();
+    std::fs::write(root.join("random.bin"), noise(2 << 20)).unwrap();
+    std::fs::write(root.join("text.txt"), "categories\n".repeat(50_000)).unwrap();
+    std::fs::copy("/bin/true", root.join("true")).unwrap();
+    std::fs::write(root.join("empty"), b"").unwrap();
+}
+
+fn info(image: &Path) -> serde_json::Value {
+    let out = run(&["info", "--json", image.to_str().unwrap()]);
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn count(info: &serde_json::Value, algo: &str) -> u64 {
+    info["blocks_by_compression"][algo]["count"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+fn assert_reads_back(image: &Path, manifest: &str) {
+    let check = run(&["check", "--full", image.to_str().unwrap()]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x");
+    let r = run(&[
+        "extract",
+        image.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let diff = manifest_diff(manifest, &manifest_of(&out), Compare::Extracted);
+    assert!(diff.is_empty(), "{}: differs:\n{diff}", image.display());
+}
+
+#[test]
+fn categorized_images_read_back_and_use_flac_and_no_compression() {
+    if shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    tree(&src);
+    let manifest = manifest_of(&src);
+    let plain = dir.path().join("plain.dwarfs");
+    let categorized = dir.path().join("cat.dwarfs");
+    for (image, extra) in [(&plain, &[][..]), (&categorized, &["--categorize"][..])] {
+        let mut args = vec![
+            "create",
+            "-i",
+            src.to_str().unwrap(),
+            "-o",
+            image.to_str().unwrap(),
+            "--no-progress",
+            "-l",
+            "5",
+            "--time-resolution=ns",
+        ];
+        args.extend_from_slice(extra);
+        let r = run(&args);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        assert_reads_back(image, &manifest);
+    }
+    let i = info(&categorized);
+    let names: Vec<&str> = i["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for want in [
+        "<default>",
+        "pcmaudio/waveform",
+        "pcmaudio/metadata",
+        "binary/elf",
+        "incompressible",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    // One FLAC block per sample layout; random data stored as it is.
+    assert_eq!(count(&i, "flac"), 3, "{i}");
+    assert!(count(&i, "none") >= 1, "{i}");
+    assert!(count(&info(&plain), "flac") == 0);
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert!(
+        size(&categorized) < size(&plain),
+        "FLAC should beat zstd on audio: {} vs {}",
+        size(&categorized),
+        size(&plain)
+    );
+
+    // A rewrite keeps the categories: FLAC again for audio, zstd elsewhere.
+    let rewritten = dir.path().join("rewritten.dwarfs");
+    let r = run(&[
+        "rewrite",
+        categorized.to_str().unwrap(),
+        "-o",
+        rewritten.to_str().unwrap(),
+        "-C",
+        "zstd:level=3",
+        "-C",
+        "pcmaudio/waveform::flac:level=8",
+        "-C",
+        "incompressible::null",
+        "--no-progress",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_reads_back(&rewritten, &manifest);
+    let i = info(&rewritten);
+    assert_eq!(count(&i, "flac"), 3, "{i}");
+
+    // Everything as zstd: audio blocks become ordinary blocks.
+    let zstd = dir.path().join("zstd.dwarfs");
+    let r = run(&[
+        "rewrite",
+        categorized.to_str().unwrap(),
+        "-o",
+        zstd.to_str().unwrap(),
+        "-C",
+        "zstd:level=3",
+        "--no-progress",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_reads_back(&zstd, &manifest);
+    assert_eq!(count(&info(&zstd), "flac"), 0);
+}
+
+#[test]
+fn category_options_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let image = dir.path().join("x.dwarfs");
+    let cases: &[&[&str]] = &[
+        &["--categorize=nosuch"],
+        &["--categorize", "-C", "nosuch/category::zstd"],
+        &["--categorize", "-C", "pcmaudio/waveform::flac:level=42"],
+        &["-W", "pcmaudio/waveform::99"],
+        &["--order", "incompressible::sideways"],
+    ];
+    for extra in cases {
+        let mut args = vec![
+            "create",
+            "-i",
+            src.to_str().unwrap(),
+            "-o",
+            image.to_str().unwrap(),
+            "--no-progress",
+        ];
+        args.extend_from_slice(extra);
+        let r = run(&args);
+        assert_eq!(r.status.code(), Some(1), "{extra:?} should fail");
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{extra:?}: {err}");
+        assert!(!image.exists());
+    }
+}
