@@ -213,3 +213,51 @@ fn category_options_are_checked() {
         assert!(!image.exists());
     }
 }
+
+/// The tree of DwarFS's own `--categorize` test image, packed again by us:
+/// the same files go to FLAC and RICEPP blocks, the FLAC and RICEPP bytes
+/// come out the same size as DwarFS's, and the tree reads back identical.
+#[test]
+fn dwarfs_categorized_tree_categorizes_alike() {
+    let Some(shared) = shared() else {
+        return;
+    };
+    if !is_root() {
+        return; // the tree has devices
+    }
+    let theirs = shared.join("dwarfs-images/upstream/categorize.dwarfs");
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let r = run(&[
+        "extract",
+        theirs.to_str().unwrap(),
+        "-o",
+        src.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let manifest = manifest_of(&src);
+    let ours = dir.path().join("ours.dwarfs");
+    let r = run(&[
+        "create",
+        "-i",
+        src.to_str().unwrap(),
+        "-o",
+        ours.to_str().unwrap(),
+        "--categorize",
+        "--with-devices",
+        "--with-specials",
+        "--time-resolution=ns",
+        "--no-progress",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_reads_back(&ours, &manifest);
+    let (a, b) = (info(&theirs), info(&ours));
+    for algo in ["flac", "ricepp"] {
+        assert_eq!(count(&a, algo), count(&b, algo), "{algo}: {a} vs {b}");
+        assert_eq!(
+            a["blocks_by_compression"][algo]["compressed_bytes"],
+            b["blocks_by_compression"][algo]["compressed_bytes"],
+            "{algo}"
+        );
+    }
+}

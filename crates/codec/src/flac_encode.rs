@@ -907,38 +907,9 @@ mod tests {
 
     /// The FLAC blocks of the upstream image made with `--categorize`, if
     /// the shared images are present.
-    fn upstream_flac_blocks() -> Vec<Vec<u8>> {
-        use hoard_format::section::{
-            find_image_offset_in, parse_header, parse_version, SectionType,
-        };
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/dwarfs-images/upstream/categorize.dwarfs"
-        );
-        let Ok(file) = std::fs::read(path) else {
-            eprintln!("note: {path} is absent; skipping");
-            return Vec::new();
-        };
-        let start = find_image_offset_in(&file).unwrap() as usize;
-        let image = &file[start..];
-        let version = parse_version(image).unwrap();
-        let mut blocks = Vec::new();
-        let mut pos = 0;
-        while pos < image.len() {
-            let h = parse_header(&image[pos..], version).unwrap();
-            let begin = pos + h.size();
-            let end = begin + h.length as usize;
-            if h.kind == SectionType::BLOCK && h.compression == Compression::FLAC {
-                blocks.push(image[begin..end].to_vec());
-            }
-            pos = end;
-        }
-        blocks
-    }
-
     #[test]
     fn upstream_blocks_reencode() {
-        let blocks = upstream_flac_blocks();
+        let blocks = crate::tests::upstream_blocks(Compression::FLAC);
         for theirs in &blocks {
             let size = uncompressed_size(Compression::FLAC, theirs)
                 .unwrap()

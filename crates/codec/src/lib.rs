@@ -27,6 +27,7 @@ mod flac_stream;
 mod lz4;
 mod lzma;
 mod ricepp;
+mod ricepp_encode;
 mod spec;
 #[cfg(test)]
 mod tests;

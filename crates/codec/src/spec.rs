@@ -3,6 +3,7 @@
 //! DwarFS's option names, ranges and defaults.
 
 use crate::flac_encode::{self, FlacCompressor};
+use crate::ricepp_encode::{self, RiceppCompressor};
 use crate::{lz4, varint, CodecError};
 use hoard_format::section::Compression;
 use liblzma::stream::{Check, Filters, LzmaOptions, MatchFinder, Mode, Stream};
@@ -392,8 +393,8 @@ impl<'a> Options<'a> {
 /// (0..8, default 5) and `exhaustive` (libFLAC's exhaustive model search),
 /// e.g. `flac:level=8:exhaustive`. A flac compressor takes each block's
 /// sample layout from its category metadata (DwarFS's `pcmaudio/waveform`
-/// JSON) at [`Compressor::compress`]. `ricepp` is refused: it needs the
-/// sample layout of each block, which a spec does not carry.
+/// JSON) at [`Compressor::compress`]; so does ricepp, with `block_size`
+/// (16..512, default 128), from the `fits/image` JSON.
 pub fn compressor_from_spec(spec: &str) -> Result<Box<dyn Compressor>, CodecError> {
     let mut parts = spec.split(':');
     let name = parts.next().unwrap_or_default();
@@ -441,11 +442,11 @@ pub fn compressor_from_spec(spec: &str) -> Result<Box<dyn Compressor>, CodecErro
                 .unwrap_or(flac_encode::DEFAULT_LEVEL),
             exhaustive: o.flag("exhaustive")?,
         }),
-        "ricepp" => {
-            return Err(o.bad(format!(
-                "{name} needs the sample layout of each block; it has no spec-only compressor"
-            )))
-        }
+        "ricepp" => Box::new(RiceppCompressor {
+            block_size: o
+                .number("block_size", ricepp_encode::BLOCK_SIZES)?
+                .unwrap_or(ricepp_encode::DEFAULT_BLOCK_SIZE),
+        }),
         "" => return Err(o.bad("no algorithm named")),
         other => return Err(o.bad(format!("unknown algorithm '{other}'"))),
     };

@@ -125,7 +125,8 @@ fn bad_specs_are_refused() {
         "brotli:lgwin=31",
         "flac:level=9",
         "flac:exhaustive=maybe",
-        "ricepp",
+        "ricepp:block_size=8",
+        "ricepp:level=1",
     ] {
         let e = compressor_from_spec(spec)
             .err()
@@ -294,4 +295,33 @@ fn xz_stream_padding_is_accepted() {
     // An index that claims less than the stream holds is corrupt.
     let e = decompress(Compression::LZMA, &xz_with_declared_size(2), 100).unwrap_err();
     assert!(e.to_string().starts_with("lzma: corrupt data"), "{e}");
+}
+
+/// The payloads of the `algo` blocks of the shared upstream image made with
+/// `--categorize` (none when the shared data is absent).
+pub(crate) fn upstream_blocks(algo: Compression) -> Vec<Vec<u8>> {
+    use hoard_format::section::{find_image_offset_in, parse_header, parse_version, SectionType};
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/dwarfs-images/upstream/categorize.dwarfs"
+    );
+    let Ok(file) = std::fs::read(path) else {
+        eprintln!("note: {path} is absent; skipping");
+        return Vec::new();
+    };
+    let start = find_image_offset_in(&file).unwrap() as usize;
+    let image = &file[start..];
+    let version = parse_version(image).unwrap();
+    let mut blocks = Vec::new();
+    let mut pos = 0;
+    while pos < image.len() {
+        let h = parse_header(&image[pos..], version).unwrap();
+        let begin = pos + h.size();
+        let end = begin + h.length as usize;
+        if h.kind == SectionType::BLOCK && h.compression == algo {
+            blocks.push(image[begin..end].to_vec());
+        }
+        pos = end;
+    }
+    blocks
 }

@@ -128,7 +128,7 @@ impl Level {
 
 /// What `--categorize` sets per category at level `n` unless told
 /// otherwise, as DwarFS does: incompressible data is stored as is; audio
-/// goes to FLAC (levels 1 and up), in reverse
+/// goes to FLAC and FITS images to RICEPP (levels 1 and up), in reverse
 /// path order, with the audio window DwarFS picks (which our writer turns
 /// off anyway for FLAC's frame-aligned blocks).
 pub fn category_defaults(n: u8) -> BTreeMap<String, CategorySettings> {
@@ -152,6 +152,15 @@ pub fn category_defaults(n: u8) -> BTreeMap<String, CategorySettings> {
             compression: Some(format!("flac:level={flac_level}")),
             order: audio_order,
             window_bits: Some(audio_window),
+            ..Default::default()
+        },
+    );
+    m.insert(
+        crate::categorize::fits::IMAGE.to_string(),
+        CategorySettings {
+            compression: Some("ricepp".into()),
+            order: Some(Order::RevPath),
+            window_bits: Some(0),
             ..Default::default()
         },
     );

@@ -49,10 +49,10 @@ pub struct CreateArgs {
     #[arg(long)]
     pub order: Vec<String>,
     /// Split files into categories, each with its own blocks and
-    /// compression: pcmaudio, binary, incompressible (all, in that
+    /// compression: fits, pcmaudio, binary, incompressible (all, in that
     /// order, when given alone).
     #[arg(long, num_args = 0..=1, require_equals = true,
-          default_missing_value = "pcmaudio,binary,incompressible")]
+          default_missing_value = "fits,pcmaudio,binary,incompressible")]
     pub categorize: Option<String>,
     /// Smallest file checked for incompressibility (suffixes k, m, g).
     #[arg(long, value_parser = crate::args::parse_size, default_value = "256")]

@@ -50,6 +50,7 @@ impl Fragment {
 }
 
 pub mod binary;
+pub mod fits;
 pub mod incompressible;
 pub mod pcmaudio;
 
@@ -64,6 +65,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A categorizer, by its DwarFS name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Categorizer {
+    /// FITS astronomical images (`fits/image`, `fits/metadata`).
+    Fits,
     /// PCM audio (`pcmaudio/waveform`, `pcmaudio/metadata`).
     PcmAudio,
     /// Executables (`binary/elf`, `binary/pe`).
@@ -73,7 +76,8 @@ pub enum Categorizer {
 }
 
 /// Every categorizer, in the order `--categorize` alone runs them.
-pub const ALL: [Categorizer; 3] = [
+pub const ALL: [Categorizer; 4] = [
+    Categorizer::Fits,
     Categorizer::PcmAudio,
     Categorizer::Binary,
     Categorizer::Incompressible,
@@ -83,6 +87,7 @@ impl Categorizer {
     /// The name `--categorize` takes.
     pub fn name(self) -> &'static str {
         match self {
+            Categorizer::Fits => "fits",
             Categorizer::PcmAudio => "pcmaudio",
             Categorizer::Binary => "binary",
             Categorizer::Incompressible => "incompressible",
@@ -92,6 +97,7 @@ impl Categorizer {
     /// The categories it can emit.
     pub fn categories(self) -> &'static [&'static str] {
         match self {
+            Categorizer::Fits => &[fits::IMAGE, fits::METADATA],
             Categorizer::PcmAudio => &[pcmaudio::METADATA, pcmaudio::WAVEFORM],
             Categorizer::Binary => &[binary::ELF, binary::PE],
             Categorizer::Incompressible => &[incompressible::INCOMPRESSIBLE],
@@ -190,6 +196,9 @@ fn categorize_file(
     };
     for c in &opts.categorizers {
         let found = match c {
+            Categorizer::Fits if fits::sniff(&head) && size <= MAX_FORMAT_FILE => {
+                fits::categorize(&whole_file()?)
+            }
             Categorizer::PcmAudio if pcmaudio::sniff(&head) && size <= MAX_FORMAT_FILE => {
                 pcmaudio::categorize(&whole_file()?)
             }
