@@ -354,7 +354,12 @@ fn every_level_and_codec_round_trips() {
         &["-l", "6"],
         &["-l", "8"],
         &["-l", "9"],
-        &["-C", "brotli:quality=5", "-S", "16"],
+        &["-C", "brotli:quality=5", "-S", "16", "--order=nilsimsa"],
+        &[
+            "-l",
+            "3",
+            "--order=nilsimsa:max-children=2:max-cluster-size=3",
+        ],
         &["-C", "lzma:level=1", "--order=revpath", "-P", "all"],
         &[
             "-C",

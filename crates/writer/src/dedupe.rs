@@ -1,10 +1,10 @@
 //! Stage 2: whole-file deduplication. Every regular file is read once:
 //! files are grouped by size, then by an XXH3-128 hash of their contents,
 //! so each distinct content is stored once and its duplicates share it.
-//! The same read computes each content's similarity fingerprint, which the
-//! ordering stage uses.
+//! The same read computes each content's similarity fingerprint and its
+//! nilsimsa digest, which the ordering stage uses.
 
-use crate::order::Fingerprint;
+use crate::order::{Fingerprint, Nilsimsa, NilsimsaHasher, NILSIMSA_MIN_SIZE};
 use crate::tree::Tree;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -21,6 +21,23 @@ pub struct Content {
     pub files: Vec<usize>,
     /// Similarity fingerprint of the content.
     pub fingerprint: Fingerprint,
+    /// Nilsimsa digest of the content, if computed and the content has at
+    /// least [`NILSIMSA_MIN_SIZE`] bytes.
+    pub nilsimsa: Option<Nilsimsa>,
+}
+
+/// What [`dedupe`] computes besides the hashes that find duplicates.
+#[derive(Debug, Clone, Copy)]
+pub struct DedupeOptions {
+    /// Compute [`Content::nilsimsa`], which only the `nilsimsa` order uses
+    /// (it costs a few nanoseconds per byte). On by default.
+    pub nilsimsa: bool,
+}
+
+impl Default for DedupeOptions {
+    fn default() -> Self {
+        DedupeOptions { nilsimsa: true }
+    }
 }
 
 /// The distinct contents of a tree.
@@ -47,12 +64,18 @@ struct Digest {
     hash: u128,
     size: u64,
     fingerprint: Fingerprint,
+    nilsimsa: Option<Nilsimsa>,
 }
 
-fn digest(path: &std::path::Path, progress: &DedupeProgress) -> std::io::Result<Digest> {
+fn digest(
+    path: &std::path::Path,
+    progress: &DedupeProgress,
+    options: DedupeOptions,
+) -> std::io::Result<Digest> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Xxh3::new();
     let mut fingerprint = crate::order::Fingerprinter::default();
+    let mut nilsimsa = options.nilsimsa.then(NilsimsaHasher::default);
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
     loop {
@@ -64,6 +87,9 @@ fn digest(path: &std::path::Path, progress: &DedupeProgress) -> std::io::Result<
         };
         hasher.update(&buf[..n]);
         fingerprint.update(&buf[..n]);
+        if let Some(h) = &mut nilsimsa {
+            h.update(&buf[..n]);
+        }
         size += n as u64;
         progress.bytes.fetch_add(n as u64, Ordering::Relaxed);
     }
@@ -72,15 +98,19 @@ fn digest(path: &std::path::Path, progress: &DedupeProgress) -> std::io::Result<
         hash: hasher.digest128(),
         size,
         fingerprint: fingerprint.finish(),
+        nilsimsa: nilsimsa
+            .filter(|_| size >= NILSIMSA_MIN_SIZE)
+            .map(|h| h.finish()),
     })
 }
 
-/// Reads every file of `tree` and groups equal contents.
-pub fn dedupe(tree: &Tree, progress: &DedupeProgress) -> Deduped {
+/// Reads every file of `tree` and groups equal contents, computing the
+/// similarity digests `options` ask for.
+pub fn dedupe(tree: &Tree, progress: &DedupeProgress, options: DedupeOptions) -> Deduped {
     let digests: Vec<std::io::Result<Digest>> = tree
         .files
         .par_iter()
-        .map(|f| digest(&f.source, progress))
+        .map(|f| digest(&f.source, progress, options))
         .collect();
     let mut out = Deduped::default();
     let mut by_key: HashMap<(u64, u128), usize> = HashMap::new();
@@ -94,6 +124,7 @@ pub fn dedupe(tree: &Tree, progress: &DedupeProgress) -> Deduped {
                         size: d.size,
                         files: Vec::new(),
                         fingerprint: d.fingerprint,
+                        nilsimsa: d.nilsimsa,
                     });
                 }
                 out.contents[c].files.push(file);

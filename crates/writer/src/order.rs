@@ -6,13 +6,35 @@
 //! * `path` — by path;
 //! * `revpath` — by path read backwards, name first, then the directories
 //!   from the innermost out (all `Makefile`s together, …);
-//! * `similarity` (also accepted as DwarFS's `nilsimsa`) — by extension, then
-//!   name, then content fingerprint, then path: the same file from many
-//!   versions of a tree ends up side by side, and within a name, contents
-//!   that share their rarest 8-byte sequence sit together.
+//! * `similarity` — by extension, then name, then content fingerprint, then
+//!   path: the same file from many versions of a tree ends up side by side,
+//!   and within a name, contents that share their rarest 8-byte sequence sit
+//!   together;
+//! * `nilsimsa[:max-children=N][:max-cluster-size=N]` — DwarFS's order: by
+//!   the [`Nilsimsa`] digest of each content (a 256-bit summary of its
+//!   trigrams, computed while deduplicating), so that contents with close
+//!   digests (few differing bits) sit together, whatever their names.
+//!
+//! The `nilsimsa` order works as DwarFS's does. Contents without a digest
+//! come first, largest first, then by reversed path. Contents with equal
+//! digests are grouped behind the one first by reversed path. The rest are
+//! clustered: each content joins the first cluster whose centroid (the
+//! bitwise majority of its members' digests) lies within a distance of 128,
+//! or starts a new one, up to `max-children` clusters (then it joins the
+//! nearest). Clusters larger than `max-cluster-size` are clustered again
+//! with half the distance, down to 1. The contents of each final cluster,
+//! taken largest first, are chained by greedy nearest-neighbour search, and
+//! the clusters under each parent, heaviest first, are chained the same way
+//! (the end of one to the start of the next). Unlike DwarFS, a cluster still
+//! larger than `max-cluster-size` at distance 1 is cut into pieces of that
+//! size, so the quadratic search never runs on more than `max-cluster-size`
+//! contents at once. Sibling clusters are ordered in parallel; the result
+//! depends only on the input, not on the number of threads.
 
 use crate::dedupe::Content;
 use crate::tree::Tree;
+use rayon::prelude::*;
+use std::cmp::Reverse;
 
 /// How to order file contents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,17 +47,108 @@ pub enum Order {
     RevPath,
     /// By extension, name and content similarity.
     Similarity,
+    /// By nilsimsa digest: clustered, then nearest neighbours side by side.
+    Nilsimsa {
+        /// Limits of the clustering.
+        options: NilsimsaOptions,
+    },
+}
+
+/// Options of the `nilsimsa` order, with DwarFS's names and defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NilsimsaOptions {
+    /// `max-children`: most clusters one cluster is split into (at least 1).
+    pub max_children: u32,
+    /// `max-cluster-size`: clusters up to this many contents are ordered by
+    /// nearest-neighbour search; larger ones are split first (at least 1).
+    pub max_cluster_size: u32,
+}
+
+impl Default for NilsimsaOptions {
+    fn default() -> Self {
+        NilsimsaOptions {
+            max_children: 16384,
+            max_cluster_size: 16384,
+        }
+    }
+}
+
+impl NilsimsaOptions {
+    /// Parses `opt=value` pairs separated by `:` (`max-children`,
+    /// `max-cluster-size`; values may end in `k`, `m`, `g`, `t`).
+    pub fn parse(opts: &str) -> Result<Self, String> {
+        let mut out = NilsimsaOptions::default();
+        if opts.is_empty() {
+            return Ok(out);
+        }
+        let mut seen = [false; 2];
+        for opt in opts.split(':') {
+            let (key, value) = match opt.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (opt, None),
+            };
+            let slot = match key {
+                "max-children" => 0,
+                "max-cluster-size" => 1,
+                _ => {
+                    return Err(format!(
+                        "unknown option '{key}' for order 'nilsimsa' \
+                         (max-children, max-cluster-size)"
+                    ))
+                }
+            };
+            if std::mem::replace(&mut seen[slot], true) {
+                return Err(format!("option '{key}' of order 'nilsimsa' given twice"));
+            }
+            let value =
+                value.ok_or_else(|| format!("option '{key}' of order 'nilsimsa' needs a value"))?;
+            let n = parse_count(value).filter(|&n| n >= 1).ok_or_else(|| {
+                format!("invalid {key} value '{value}' (a number from 1 to 4g-1, suffixes k, m, g)")
+            })?;
+            if slot == 0 {
+                out.max_children = n;
+            } else {
+                out.max_cluster_size = n;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A number with an optional binary suffix (`k`, `m`, `g`, `t`), if it
+/// fits in 32 bits.
+fn parse_count(s: &str) -> Option<u32> {
+    let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let shift = match &s[digits.len()..] {
+        "" => 0,
+        "k" | "K" => 10,
+        "m" | "M" => 20,
+        "g" | "G" => 30,
+        "t" | "T" => 40,
+        _ => return None,
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    u32::try_from(n.checked_mul(1 << shift)?).ok()
 }
 
 impl Order {
-    /// Parses `none`, `path`, `revpath`, `similarity` or `nilsimsa`.
+    /// Parses `none`, `path`, `revpath`, `similarity` or
+    /// `nilsimsa[:max-children=N][:max-cluster-size=N]`.
     pub fn parse(s: &str) -> Result<Self, String> {
         let (name, opts) = s.split_once(':').unwrap_or((s, ""));
         let order = match name {
             "none" => Order::None,
             "path" => Order::Path,
             "revpath" => Order::RevPath,
-            "similarity" | "nilsimsa" => Order::Similarity,
+            "similarity" => Order::Similarity,
+            "nilsimsa" => {
+                return Ok(Order::Nilsimsa {
+                    options: NilsimsaOptions::parse(opts)?,
+                })
+            }
             _ => {
                 return Err(format!(
                     "unknown order '{name}' (none, path, revpath, similarity, nilsimsa)"
@@ -55,7 +168,13 @@ impl Order {
             Order::Path => "path",
             Order::RevPath => "revpath",
             Order::Similarity => "similarity",
+            Order::Nilsimsa { .. } => "nilsimsa",
         }
+    }
+
+    /// Whether this order uses the contents' [`Nilsimsa`] digests.
+    pub fn needs_nilsimsa(self) -> bool {
+        matches!(self, Order::Nilsimsa { .. })
     }
 }
 
@@ -110,12 +229,241 @@ impl Fingerprinter {
     }
 }
 
+/// A content's nilsimsa digest: 256 bits, bit `i` in bit `i % 64` of word
+/// `i / 64`, set where the content's trigram count in bucket `i` is above
+/// the mean. Similar contents have digests a small Hamming distance
+/// ([`nilsimsa_distance`]) apart; unrelated ones about 128.
+pub type Nilsimsa = [u64; 4];
+
+/// Contents smaller than this get no nilsimsa digest.
+pub const NILSIMSA_MIN_SIZE: u64 = 1;
+
+/// The number of bits in which two digests differ.
+#[inline(always)]
+pub fn nilsimsa_distance(a: &Nilsimsa, b: &Nilsimsa) -> u32 {
+    (a[0] ^ b[0]).count_ones()
+        + (a[1] ^ b[1]).count_ones()
+        + (a[2] ^ b[2]).count_ones()
+        + (a[3] ^ b[3]).count_ones()
+}
+
+/// Nilsimsa's byte permutation.
+const TRAN: [u8; 256] = [
+    0x02, 0xD6, 0x9E, 0x6F, 0xF9, 0x1D, 0x04, 0xAB, 0xD0, 0x22, 0x16, 0x1F, 0xD8, 0x73, 0xA1, 0xAC,
+    0x3B, 0x70, 0x62, 0x96, 0x1E, 0x6E, 0x8F, 0x39, 0x9D, 0x05, 0x14, 0x4A, 0xA6, 0xBE, 0xAE, 0x0E,
+    0xCF, 0xB9, 0x9C, 0x9A, 0xC7, 0x68, 0x13, 0xE1, 0x2D, 0xA4, 0xEB, 0x51, 0x8D, 0x64, 0x6B, 0x50,
+    0x23, 0x80, 0x03, 0x41, 0xEC, 0xBB, 0x71, 0xCC, 0x7A, 0x86, 0x7F, 0x98, 0xF2, 0x36, 0x5E, 0xEE,
+    0x8E, 0xCE, 0x4F, 0xB8, 0x32, 0xB6, 0x5F, 0x59, 0xDC, 0x1B, 0x31, 0x4C, 0x7B, 0xF0, 0x63, 0x01,
+    0x6C, 0xBA, 0x07, 0xE8, 0x12, 0x77, 0x49, 0x3C, 0xDA, 0x46, 0xFE, 0x2F, 0x79, 0x1C, 0x9B, 0x30,
+    0xE3, 0x00, 0x06, 0x7E, 0x2E, 0x0F, 0x38, 0x33, 0x21, 0xAD, 0xA5, 0x54, 0xCA, 0xA7, 0x29, 0xFC,
+    0x5A, 0x47, 0x69, 0x7D, 0xC5, 0x95, 0xB5, 0xF4, 0x0B, 0x90, 0xA3, 0x81, 0x6D, 0x25, 0x55, 0x35,
+    0xF5, 0x75, 0x74, 0x0A, 0x26, 0xBF, 0x19, 0x5C, 0x1A, 0xC6, 0xFF, 0x99, 0x5D, 0x84, 0xAA, 0x66,
+    0x3E, 0xAF, 0x78, 0xB3, 0x20, 0x43, 0xC1, 0xED, 0x24, 0xEA, 0xE6, 0x3F, 0x18, 0xF3, 0xA0, 0x42,
+    0x57, 0x08, 0x53, 0x60, 0xC3, 0xC0, 0x83, 0x40, 0x82, 0xD7, 0x09, 0xBD, 0x44, 0x2A, 0x67, 0xA8,
+    0x93, 0xE0, 0xC2, 0x56, 0x9F, 0xD9, 0xDD, 0x85, 0x15, 0xB4, 0x8A, 0x27, 0x28, 0x92, 0x76, 0xDE,
+    0xEF, 0xF8, 0xB2, 0xB7, 0xC9, 0x3D, 0x45, 0x94, 0x4B, 0x11, 0x0D, 0x65, 0xD5, 0x34, 0x8B, 0x91,
+    0x0C, 0xFA, 0x87, 0xE9, 0x7C, 0x5B, 0xB1, 0x4D, 0xE5, 0xD4, 0xCB, 0x10, 0xA2, 0x17, 0x89, 0xBC,
+    0xDB, 0xB0, 0xE2, 0x97, 0x88, 0x52, 0xF7, 0x48, 0xD3, 0x61, 0x2C, 0x3A, 0x2B, 0xD1, 0x8C, 0xFB,
+    0xF1, 0xCD, 0xE4, 0x6A, 0xE7, 0xA9, 0xFD, 0xC4, 0x37, 0xC8, 0xD2, 0xF6, 0xDF, 0x58, 0x72, 0x4E,
+];
+
+/// What one byte value contributes to the 8 trigram buckets computed at
+/// each position, one lane (byte) per bucket, for each place in the window
+/// of the last 5 bytes `w0` (newest) .. `w4` it can take.
+///
+/// Bucket `n` of the window is `(TRAN[a + n] ^ TRAN[b] * (2n + 1)) +
+/// TRAN[c ^ TRAN[n]]` (bytes wrapping), for `(a, b, c)` = `(w0, w1, w2)`,
+/// `(w0, w1, w3)`, `(w0, w2, w3)`, `(w0, w1, w4)`, `(w0, w2, w4)`,
+/// `(w0, w3, w4)`, `(w4, w1, w0)`, `(w4, w3, w0)` for `n` = 0..7. The field
+/// `aK` holds the `TRAN[a + n]` terms of the lanes whose `a` is `wK` (0
+/// elsewhere), `bK` and `cK` likewise; as the lanes of each kind of term are
+/// taken from distinct window places, or-ing the fields of the window's
+/// bytes yields all 8 lanes of each term.
+#[derive(Clone, Copy)]
+struct Lanes {
+    a0: u64,
+    a4: u64,
+    b1: u64,
+    b2: u64,
+    b3: u64,
+    c0: u64,
+    c2: u64,
+    c3: u64,
+    c4: u64,
+}
+
+static LANES: [Lanes; 256] = lanes();
+
+const fn lanes() -> [Lanes; 256] {
+    // The window places of a, b and c of each lane.
+    const A: [usize; 8] = [0, 0, 0, 0, 0, 0, 4, 4];
+    const B: [usize; 8] = [1, 1, 2, 1, 2, 3, 1, 3];
+    const C: [usize; 8] = [2, 3, 3, 4, 4, 4, 0, 0];
+    let zero = Lanes {
+        a0: 0,
+        a4: 0,
+        b1: 0,
+        b2: 0,
+        b3: 0,
+        c0: 0,
+        c2: 0,
+        c3: 0,
+        c4: 0,
+    };
+    let mut t = [zero; 256];
+    let mut v = 0;
+    while v < 256 {
+        let mut n = 0;
+        while n < 8 {
+            let shift = 8 * n;
+            let a = (TRAN[(v + n) & 255] as u64) << shift;
+            let b = (TRAN[v].wrapping_mul(2 * n as u8 + 1) as u64) << shift;
+            let c = (TRAN[v ^ TRAN[n] as usize] as u64) << shift;
+            match A[n] {
+                0 => t[v].a0 |= a,
+                _ => t[v].a4 |= a,
+            }
+            match B[n] {
+                1 => t[v].b1 |= b,
+                2 => t[v].b2 |= b,
+                _ => t[v].b3 |= b,
+            }
+            match C[n] {
+                0 => t[v].c0 |= c,
+                2 => t[v].c2 |= c,
+                3 => t[v].c3 |= c,
+                _ => t[v].c4 |= c,
+            }
+            n += 1;
+        }
+        v += 1;
+    }
+    t
+}
+
+/// The 8 trigram buckets of a window, one per byte.
+#[inline(always)]
+fn buckets(w0: &Lanes, w1: &Lanes, w2: &Lanes, w3: &Lanes, w4: &Lanes) -> u64 {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let x = (w0.a0 | w4.a4) ^ (w1.b1 | w2.b2 | w3.b3);
+    let y = w0.c0 | w2.c2 | w3.c3 | w4.c4;
+    // Byte-wise x + y, no carries across bytes.
+    ((x & !HIGH) + (y & !HIGH)) ^ ((x ^ y) & HIGH)
+}
+
+/// Computes a [`Nilsimsa`] digest over data given in pieces (the same
+/// digest DwarFS computes).
+#[derive(Debug, Clone)]
+pub struct NilsimsaHasher {
+    /// Trigram counts per bucket.
+    acc: [u64; 256],
+    /// The last 4 bytes, newest first.
+    window: [u8; 4],
+    size: u64,
+}
+
+impl Default for NilsimsaHasher {
+    fn default() -> Self {
+        NilsimsaHasher {
+            acc: [0; 256],
+            window: [0; 4],
+            size: 0,
+        }
+    }
+}
+
+impl NilsimsaHasher {
+    /// Feeds the next piece of the content.
+    pub fn update(&mut self, mut data: &[u8]) {
+        // The first 4 bytes do not fill the window: count only the
+        // trigrams they complete.
+        while self.size < 4 {
+            let Some((&w0, rest)) = data.split_first() else {
+                return;
+            };
+            let [w1, w2, w3, w4] = self.window;
+            let h = buckets(
+                &LANES[w0 as usize],
+                &LANES[w1 as usize],
+                &LANES[w2 as usize],
+                &LANES[w3 as usize],
+                &LANES[w4 as usize],
+            );
+            let lanes = match self.size {
+                0 | 1 => 0,
+                2 => 1,
+                _ => 3,
+            };
+            for n in 0..lanes {
+                self.acc[(h >> (8 * n)) as u8 as usize] += 1;
+            }
+            self.window = [w0, w1, w2, w3];
+            self.size += 1;
+            data = rest;
+        }
+        if data.is_empty() {
+            return;
+        }
+        let acc = &mut self.acc;
+        let [w1, w2, w3, w4] = self.window;
+        let (mut l1, mut l2, mut l3, mut l4) = (
+            &LANES[w1 as usize],
+            &LANES[w2 as usize],
+            &LANES[w3 as usize],
+            &LANES[w4 as usize],
+        );
+        for &w0 in data {
+            let l0 = &LANES[w0 as usize];
+            let h = buckets(l0, l1, l2, l3, l4);
+            for n in 0..8 {
+                acc[(h >> (8 * n)) as u8 as usize] += 1;
+            }
+            (l4, l3, l2, l1) = (l3, l2, l1, l0);
+        }
+        let n = data.len();
+        self.window = if n >= 4 {
+            [data[n - 1], data[n - 2], data[n - 3], data[n - 4]]
+        } else {
+            let mut w = self.window;
+            for &b in data {
+                w = [b, w[0], w[1], w[2]];
+            }
+            w
+        };
+        self.size += n as u64;
+    }
+
+    /// The digest of everything fed.
+    pub fn finish(&self) -> Nilsimsa {
+        let total = match self.size {
+            0..=2 => 0,
+            3 => 1,
+            4 => 4,
+            n => 8 * n - 28,
+        };
+        let threshold = total / 256;
+        let mut digest = [0u64; 4];
+        for (i, &count) in self.acc.iter().enumerate() {
+            if count > threshold {
+                digest[i / 64] |= 1 << (i % 64);
+            }
+        }
+        digest
+    }
+}
+
 /// The extension of a name (after its last dot), or empty.
 fn extension(name: &[u8]) -> &[u8] {
     match name.iter().rposition(|&b| b == b'.') {
         Some(p) if p > 0 => &name[p + 1..],
         _ => b"",
     }
+}
+
+/// Compares paths read backwards, name first, then the directories from
+/// the innermost out.
+fn revpath_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    a.rsplit(|&c| c == b'/').cmp(b.rsplit(|&c| c == b'/'))
 }
 
 fn base_name(path: &[u8]) -> &[u8] {
@@ -130,11 +478,7 @@ pub fn order(tree: &Tree, contents: &[Content], order: Order) -> Vec<usize> {
     match order {
         Order::None => {}
         Order::Path => ids.sort_by(|&a, &b| path(a).cmp(path(b))),
-        Order::RevPath => ids.sort_by(|&a, &b| {
-            path(a)
-                .rsplit(|&c| c == b'/')
-                .cmp(path(b).rsplit(|&c| c == b'/'))
-        }),
+        Order::RevPath => ids.sort_by(|&a, &b| revpath_cmp(path(a), path(b))),
         Order::Similarity => ids.sort_by(|&a, &b| {
             let key = |c: usize| {
                 let name = base_name(path(c));
@@ -142,8 +486,280 @@ pub fn order(tree: &Tree, contents: &[Content], order: Order) -> Vec<usize> {
             };
             key(a).cmp(&key(b))
         }),
+        Order::Nilsimsa { options } => ids = order_nilsimsa(tree, contents, options),
     }
     ids
+}
+
+/// The `nilsimsa` order (see the module documentation).
+fn order_nilsimsa(tree: &Tree, contents: &[Content], options: NilsimsaOptions) -> Vec<usize> {
+    let path = |c: usize| tree.files[contents[c].files[0]].path.as_slice();
+    // Ranks by reversed path, and by size (largest first) then reversed
+    // path, DwarFS's tie-breakers; distinct contents have distinct paths.
+    let mut ids: Vec<usize> = (0..contents.len()).collect();
+    ids.par_sort_unstable_by(|&a, &b| revpath_cmp(path(a), path(b)).then(a.cmp(&b)));
+    let mut revpath_rank = vec![0u32; contents.len()];
+    for (r, &c) in ids.iter().enumerate() {
+        revpath_rank[c] = r as u32;
+    }
+    ids.par_sort_unstable_by_key(|&c| (Reverse(contents[c].size), revpath_rank[c]));
+    let mut size_rank = vec![0u32; contents.len()];
+    for (r, &c) in ids.iter().enumerate() {
+        size_rank[c] = r as u32;
+    }
+
+    let (mut out, mut with): (Vec<usize>, Vec<usize>) = ids
+        .into_iter()
+        .partition(|&c| contents[c].nilsimsa.is_none());
+    let digest = |c: usize| contents[c].nilsimsa.unwrap_or_default();
+    with.par_sort_unstable_by_key(|&c| (digest(c), revpath_rank[c]));
+
+    // Groups of equal digests: the first one stands for the group, the
+    // others follow it, largest first.
+    let mut groups: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    while start < with.len() {
+        let end = start
+            + with[start..]
+                .iter()
+                .take_while(|&&c| digest(c) == digest(with[start]))
+                .count();
+        with[start + 1..end].sort_unstable_by_key(|&c| size_rank[c]);
+        groups.push((start, end));
+        start = end;
+    }
+    let bits: Vec<Nilsimsa> = groups.iter().map(|&(s, _)| digest(with[s])).collect();
+    let rank: Vec<u32> = groups.iter().map(|&(s, _)| size_rank[with[s]]).collect();
+    let weight: Vec<u64> = groups
+        .iter()
+        .map(|&(s, _)| contents[with[s]].size)
+        .collect();
+    let clustering = Clustering {
+        bits: &bits,
+        rank: &rank,
+        weight: &weight,
+        max_children: options.max_children.max(1) as usize,
+        max_cluster_size: options.max_cluster_size.max(1) as usize,
+    };
+    if !groups.is_empty() {
+        let all: Vec<u32> = (0..groups.len() as u32).collect();
+        for g in clustering.cluster(all, 128).items {
+            let (s, e) = groups[g as usize];
+            out.extend_from_slice(&with[s..e]);
+        }
+    }
+    out
+}
+
+/// The digests being ordered (one per group of equal digests) and the
+/// limits of the clustering.
+struct Clustering<'a> {
+    bits: &'a [Nilsimsa],
+    /// Rank by size (largest first), then reversed path.
+    rank: &'a [u32],
+    /// Content sizes.
+    weight: &'a [u64],
+    max_children: usize,
+    max_cluster_size: usize,
+}
+
+/// Digests (indices into [`Clustering::bits`]) in their final order.
+struct Chain {
+    items: Vec<u32>,
+    weight: u64,
+}
+
+impl Clustering<'_> {
+    /// Orders `index` by clustering it with centroid distance at most
+    /// `max_distance`, then ordering each cluster.
+    fn cluster(&self, index: Vec<u32>, max_distance: u32) -> Chain {
+        let clusters = by_distance(self.bits, &index, max_distance, self.max_children);
+        drop(index);
+        let chains = clusters
+            .into_par_iter()
+            .map(|c| {
+                if c.len() <= self.max_cluster_size {
+                    self.leaf(c)
+                } else if max_distance > 1 {
+                    self.cluster(c, max_distance / 2)
+                } else {
+                    self.cut(c)
+                }
+            })
+            .collect();
+        self.join(chains)
+    }
+
+    /// Orders a cluster too large for one nearest-neighbour search but too
+    /// close to split by distance: in pieces of `max_cluster_size`.
+    fn cut(&self, mut index: Vec<u32>) -> Chain {
+        index.sort_unstable_by_key(|&i| self.rank[i as usize]);
+        let chains = index
+            .par_chunks(self.max_cluster_size)
+            .map(|piece| self.leaf(piece.to_vec()))
+            .collect();
+        self.join(chains)
+    }
+
+    /// Orders a cluster: largest first, then always the nearest of the
+    /// rest.
+    fn leaf(&self, mut index: Vec<u32>) -> Chain {
+        index.sort_unstable_by_key(|&i| self.rank[i as usize]);
+        let mut heads: Vec<Nilsimsa> = index.iter().map(|&i| self.bits[i as usize]).collect();
+        let mut tails = heads.clone();
+        greedy_chain(&mut tails, &mut heads, &mut index);
+        Chain {
+            weight: index.iter().map(|&i| self.weight[i as usize]).sum(),
+            items: index,
+        }
+    }
+
+    /// Joins chains: the heaviest first, then always the one whose start
+    /// is nearest to the end of the last.
+    fn join(&self, mut chains: Vec<Chain>) -> Chain {
+        if chains.len() == 1 {
+            return chains.pop().unwrap_or_else(|| unreachable!());
+        }
+        chains.sort_by_key(|c| Reverse(c.weight));
+        let digest = |i: u32| self.bits[i as usize];
+        let mut heads: Vec<Nilsimsa> = chains.iter().map(|c| digest(c.items[0])).collect();
+        let mut tails: Vec<Nilsimsa> = chains
+            .iter()
+            .map(|c| digest(c.items[c.items.len() - 1]))
+            .collect();
+        let mut perm: Vec<u32> = (0..chains.len() as u32).collect();
+        greedy_chain(&mut tails, &mut heads, &mut perm);
+        let mut items = Vec::with_capacity(chains.iter().map(|c| c.items.len()).sum());
+        let mut weight = 0;
+        for p in perm {
+            let c = &mut chains[p as usize];
+            items.append(&mut c.items);
+            weight += c.weight;
+        }
+        Chain { items, weight }
+    }
+}
+
+/// Splits `index` into clusters, keeping its order within each: every
+/// digest joins the first cluster whose centroid is at most `max_distance`
+/// away, or else starts a new cluster while there are fewer than
+/// `max_children`, or else joins the nearest.
+fn by_distance(
+    bits: &[Nilsimsa],
+    index: &[u32],
+    max_distance: u32,
+    max_children: usize,
+) -> Vec<Vec<u32>> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has the one feature the function is compiled for.
+        return unsafe { by_distance_popcnt(bits, index, max_distance, max_children) };
+    }
+    by_distance_any(bits, index, max_distance, max_children)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+unsafe fn by_distance_popcnt(
+    bits: &[Nilsimsa],
+    index: &[u32],
+    max_distance: u32,
+    max_children: usize,
+) -> Vec<Vec<u32>> {
+    by_distance_any(bits, index, max_distance, max_children)
+}
+
+#[inline(always)]
+fn by_distance_any(
+    bits: &[Nilsimsa],
+    index: &[u32],
+    max_distance: u32,
+    max_children: usize,
+) -> Vec<Vec<u32>> {
+    let mut centroids: Vec<Nilsimsa> = Vec::new();
+    let mut counts: Vec<[u32; 256]> = Vec::new();
+    let mut members: Vec<Vec<u32>> = Vec::new();
+    for &i in index {
+        let v = &bits[i as usize];
+        let mut found = None;
+        let (mut best, mut best_distance) = (0, u32::MAX);
+        for (c, centroid) in centroids.iter().enumerate() {
+            let d = nilsimsa_distance(centroid, v);
+            if d <= max_distance {
+                found = Some(c);
+                break;
+            }
+            if d < best_distance {
+                (best, best_distance) = (c, d);
+            }
+        }
+        let c = match found {
+            Some(c) => c,
+            None if centroids.len() < max_children => {
+                centroids.push([0; 4]);
+                counts.push([0; 256]);
+                members.push(Vec::new());
+                centroids.len() - 1
+            }
+            None => best,
+        };
+        members[c].push(i);
+        // The centroid has the bits set in more than half the members.
+        let half = members[c].len() as u32 / 2;
+        let count = &mut counts[c];
+        for (w, word) in centroids[c].iter_mut().enumerate() {
+            let mut out = 0;
+            for b in 0..64 {
+                let n = &mut count[64 * w + b];
+                *n += ((v[w] >> b) & 1) as u32;
+                out |= u64::from(*n > half) << b;
+            }
+            *word = out;
+        }
+    }
+    members
+}
+
+/// Reorders `ids` (and with them `tails` and `heads`, the digests at
+/// either end of each item) into a chain: the first item stays, then
+/// always the item whose head is nearest to the tail of the last one (the
+/// first such in the current order; a distance of 0 or 1 is taken at once).
+fn greedy_chain(tails: &mut [Nilsimsa], heads: &mut [Nilsimsa], ids: &mut [u32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has the one feature the function is compiled for.
+        return unsafe { greedy_chain_popcnt(tails, heads, ids) };
+    }
+    greedy_chain_any(tails, heads, ids)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+unsafe fn greedy_chain_popcnt(tails: &mut [Nilsimsa], heads: &mut [Nilsimsa], ids: &mut [u32]) {
+    greedy_chain_any(tails, heads, ids)
+}
+
+#[inline(always)]
+fn greedy_chain_any(tails: &mut [Nilsimsa], heads: &mut [Nilsimsa], ids: &mut [u32]) {
+    let n = ids.len();
+    for i in 0..n.saturating_sub(1) {
+        let tail = tails[i];
+        let (mut best, mut best_distance) = (i + 1, u32::MAX);
+        for (k, head) in heads[i + 1..].iter().enumerate() {
+            let d = nilsimsa_distance(&tail, head);
+            if d < best_distance {
+                (best, best_distance) = (i + 1 + k, d);
+                if d <= 1 {
+                    break;
+                }
+            }
+        }
+        if best != i + 1 {
+            tails.swap(i + 1, best);
+            heads.swap(i + 1, best);
+            ids.swap(i + 1, best);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -180,9 +796,171 @@ mod tests {
 
     #[test]
     fn orders_parse() {
-        assert_eq!(Order::parse("nilsimsa").unwrap(), Order::Similarity);
+        assert_eq!(
+            Order::parse("nilsimsa").unwrap(),
+            Order::Nilsimsa {
+                options: NilsimsaOptions::default()
+            }
+        );
+        assert_eq!(
+            Order::parse("nilsimsa:max-cluster-size=2k:max-children=7").unwrap(),
+            Order::Nilsimsa {
+                options: NilsimsaOptions {
+                    max_children: 7,
+                    max_cluster_size: 2048
+                }
+            }
+        );
+        assert_eq!(Order::parse("similarity").unwrap(), Order::Similarity);
         assert_eq!(Order::parse("revpath").unwrap(), Order::RevPath);
-        assert!(Order::parse("random").is_err());
-        assert!(Order::parse("path:x=1").is_err());
+        for bad in [
+            "random",
+            "path:x=1",
+            "nilsimsa:max-children=0",
+            "nilsimsa:max-children",
+            "nilsimsa:max-children=1:max-children=2",
+            "nilsimsa:max-cluster-size=5g",
+            "nilsimsa:limit=3",
+        ] {
+            assert!(Order::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// A digest as DwarFS's tests print it: the words from last to first.
+    fn hex(d: Nilsimsa) -> String {
+        format!("{:016x}{:016x}{:016x}{:016x}", d[3], d[2], d[1], d[0])
+    }
+
+    fn nilsimsa(data: &[u8]) -> Nilsimsa {
+        let mut h = NilsimsaHasher::default();
+        h.update(data);
+        h.finish()
+    }
+
+    #[test]
+    fn nilsimsa_digests_match_dwarfs() {
+        assert_eq!(hex(nilsimsa(b"")), "0".repeat(64));
+        let alphabet = b"abcdefghijklmnopqrstuvwxyz";
+        // DwarFS's digests of the alphabet's prefixes of 3, 8, 16 and 26
+        // letters (its test suite's vectors).
+        for (len, want) in [
+            (
+                3,
+                "0040000000000000000000000000000000000000000000000000000000000000",
+            ),
+            (
+                8,
+                "14c8118000000000030800000004042004189020001308014088003280000078",
+            ),
+            (
+                16,
+                "94ca11850432005ca3a828418804473004199c200a17586dc2d8107384004178",
+            ),
+            (
+                26,
+                "94ca95850773045cabb93869ba8657373499beb81a17587fd6f9107fc54cc978",
+            ),
+        ] {
+            assert_eq!(hex(nilsimsa(&alphabet[..len])), want, "{len} letters");
+        }
+    }
+
+    #[test]
+    fn nilsimsa_digests_do_not_depend_on_pieces() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 13 % 241) as u8).collect();
+        let whole = nilsimsa(&data);
+        for piece in [1, 2, 3, 5, 1000] {
+            let mut h = NilsimsaHasher::default();
+            for p in data.chunks(piece) {
+                h.update(p);
+            }
+            assert_eq!(h.finish(), whole, "pieces of {piece}");
+        }
+        // A digest may be taken midway and the hashing go on.
+        let mut h = NilsimsaHasher::default();
+        h.update(&data[..2]);
+        h.finish();
+        h.update(&data[2..]);
+        assert_eq!(h.finish(), whole);
+    }
+
+    fn text(seed: u32, lines: u32) -> Vec<u8> {
+        (0..lines)
+            .flat_map(|i| format!("{seed} says line {} here\n", i * 31 % 977).into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn similar_contents_have_near_digests() {
+        let a = text(1, 2000);
+        let mut b = a.clone();
+        b[500..520].copy_from_slice(b"--an edit in between");
+        let noise: Vec<u8> = (0..a.len() as u64).map(|i| (mix(i) >> 56) as u8).collect();
+        let near = nilsimsa_distance(&nilsimsa(&a), &nilsimsa(&b));
+        let far = nilsimsa_distance(&nilsimsa(&a), &nilsimsa(&noise));
+        assert!(near < 20, "near {near}");
+        assert!(far > 80, "far {far}");
+    }
+
+    fn content(size: u64, digest: Option<Nilsimsa>, file: usize) -> Content {
+        Content {
+            size,
+            files: vec![file],
+            fingerprint: 0,
+            nilsimsa: digest,
+        }
+    }
+
+    fn tree_of(paths: &[&str]) -> Tree {
+        let mut tree = Tree::default();
+        for p in paths {
+            tree.files.push(crate::tree::File {
+                source: p.into(),
+                size: 0,
+                path: p.as_bytes().to_vec(),
+                links: 1,
+            });
+        }
+        tree
+    }
+
+    #[test]
+    fn nilsimsa_order_puts_alike_contents_together() {
+        // Two families of texts, interleaved by path; contents without a
+        // digest come first, largest first.
+        let families: Vec<Vec<u8>> = (0..6)
+            .map(|i| {
+                let mut t = text(if i % 2 == 0 { 7 } else { 9_999_999 }, 1500);
+                let at = 100 + 40 * i;
+                t[at..at + 5].copy_from_slice(b"EDIT!");
+                t
+            })
+            .collect();
+        let paths = ["a0", "a1", "a2", "a3", "a4", "a5", "empty", "zero"];
+        let tree = tree_of(&paths);
+        let mut contents: Vec<Content> = families
+            .iter()
+            .enumerate()
+            .map(|(i, t)| content(t.len() as u64, Some(nilsimsa(t)), i))
+            .collect();
+        contents.push(content(0, None, 6));
+        contents.push(content(10, None, 7));
+        let options = NilsimsaOptions::default();
+        let got = order(&tree, &contents, Order::Nilsimsa { options });
+        assert_eq!(&got[..2], &[7, 6]);
+        let family = |c: usize| c % 2;
+        let switches = got[2..].windows(2).filter(|w| family(w[0]) != family(w[1]));
+        assert_eq!(switches.count(), 1, "{got:?}");
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..8).collect::<Vec<_>>());
+        // Tiny clusters and few children give a permutation too.
+        let small = NilsimsaOptions {
+            max_children: 1,
+            max_cluster_size: 1,
+        };
+        let mut got = order(&tree, &contents, Order::Nilsimsa { options: small });
+        got.sort_unstable();
+        assert_eq!(got, sorted);
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::blocks::{compress_blocks, BlockProgress, StreamCodec};
 use crate::categorize::{categorize, CategorizeOptions, Category, Fragment, DEFAULT_CATEGORY};
-use crate::dedupe::{dedupe, DedupeProgress};
+use crate::dedupe::{dedupe, DedupeOptions, DedupeProgress};
 use crate::filter::Filter;
 use crate::level::Level;
 use crate::metadata::{build, AttrOptions, Inputs};
@@ -285,7 +285,18 @@ pub fn create(
     };
 
     progress.set(Phase::Hashing);
-    let deduped = dedupe(&tree, &progress.dedupe);
+    let needs_nilsimsa = options.order.needs_nilsimsa()
+        || options
+            .per_category
+            .values()
+            .any(|s| s.order.is_some_and(Order::needs_nilsimsa));
+    let deduped = dedupe(
+        &tree,
+        &progress.dedupe,
+        DedupeOptions {
+            nilsimsa: needs_nilsimsa,
+        },
+    );
     check(&cancel)?;
     for (file, e) in &deduped.unreadable {
         summary
