@@ -67,7 +67,10 @@ struct Digest {
     nilsimsa: Option<Nilsimsa>,
 }
 
+/// Reads one file through `buf` (a worker's reused buffer: allocating and
+/// zeroing a fresh one per file would cost more than hashing small files).
 fn digest(
+    buf: &mut [u8],
     path: &std::path::Path,
     progress: &DedupeProgress,
     options: DedupeOptions,
@@ -76,10 +79,9 @@ fn digest(
     let mut hasher = Xxh3::new();
     let mut fingerprint = crate::order::Fingerprinter::default();
     let mut nilsimsa = options.nilsimsa.then(NilsimsaHasher::default);
-    let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
     loop {
-        let n = match file.read(&mut buf) {
+        let n = match file.read(buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -110,7 +112,10 @@ pub fn dedupe(tree: &Tree, progress: &DedupeProgress, options: DedupeOptions) ->
     let digests: Vec<std::io::Result<Digest>> = tree
         .files
         .par_iter()
-        .map(|f| digest(&f.source, progress, options))
+        .map_init(
+            || vec![0u8; 1 << 20],
+            |buf, f| digest(buf, &f.source, progress, options),
+        )
         .collect();
     let mut out = Deduped::default();
     let mut by_key: HashMap<(u64, u128), usize> = HashMap::new();

@@ -230,56 +230,51 @@ pub fn encode_metadata(
     } else {
         meta.chunk_table.clone()
     };
+    let dirs = &meta.directories;
     let directories = if pack.directories {
-        let firsts: Vec<u32> = meta.directories.iter().map(|d| d.first_entry).collect();
-        deltas(&firsts)
-            .into_iter()
-            .map(|f| Frozen::fields([(2, u(f))]))
-            .collect()
+        let firsts: Vec<u32> = dirs.iter().map(|d| d.first_entry).collect();
+        Frozen::Table(vec![(
+            2,
+            deltas(&firsts).into_iter().map(u64::from).collect(),
+        )])
     } else {
-        meta.directories
-            .iter()
-            .map(|d| {
-                Frozen::fields([
-                    (1, u(d.parent_entry)),
-                    (2, u(d.first_entry)),
-                    (3, u(d.self_entry)),
-                ])
-            })
-            .collect()
-    };
-    let inodes = meta
-        .inodes
-        .iter()
-        .map(|i| {
-            Frozen::fields([
-                (2, u(i.mode_index)),
-                (4, u(i.owner_index)),
-                (5, u(i.group_index)),
-                (6, u(i.atime_offset)),
-                (7, u(i.mtime_offset)),
-                (8, u(i.ctime_offset)),
-                (9, u(i.btime_offset)),
-                (10, u(i.atime_subsec)),
-                (11, u(i.mtime_subsec)),
-                (12, u(i.ctime_subsec)),
-                (13, u(i.btime_subsec)),
-                (14, u(i.nlink_minus_one)),
-            ])
+        Frozen::table(&[1, 2, 3], dirs.len(), |i, c| {
+            let d = &dirs[i];
+            u64::from([d.parent_entry, d.first_entry, d.self_entry][c])
         })
-        .collect();
+    };
+    let inodes = Frozen::table(
+        &[2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+        meta.inodes.len(),
+        |i, c| {
+            let i = &meta.inodes[i];
+            let fields = [
+                u64::from(i.mode_index),
+                u64::from(i.owner_index),
+                u64::from(i.group_index),
+                i.atime_offset,
+                i.mtime_offset,
+                i.ctime_offset,
+                i.btime_offset,
+                i.atime_subsec,
+                i.mtime_subsec,
+                i.ctime_subsec,
+                i.btime_subsec,
+                u64::from(i.nlink_minus_one),
+            ];
+            fields[c]
+        },
+    );
     let mut root = BTreeMap::from([
         (
             1,
-            Frozen::List(
-                meta.chunks
-                    .iter()
-                    .map(|c| Frozen::fields([(1, u(c.block)), (2, u(c.offset)), (3, u(c.size))]))
-                    .collect(),
-            ),
+            Frozen::table(&[1, 2, 3], meta.chunks.len(), |i, c| {
+                let k = &meta.chunks[i];
+                u64::from([k.block, k.offset, k.size][c])
+            }),
         ),
-        (2, Frozen::List(directories)),
-        (3, Frozen::List(inodes)),
+        (2, directories),
+        (3, inodes),
         (4, Frozen::uints(&chunk_table)),
         (6, Frozen::uints(&meta.symlink_table)),
         (7, Frozen::uints(&meta.uids)),
@@ -292,11 +287,13 @@ pub fn encode_metadata(
         (18, opt(options.as_ref().map(fs_options))),
         (
             19,
-            opt(Some(Frozen::List(
-                meta.dir_entries
-                    .iter()
-                    .map(|e| Frozen::fields([(1, u(e.name_index)), (2, u(e.inode_num))]))
-                    .collect(),
+            opt(Some(Frozen::table(
+                &[1, 2],
+                meta.dir_entries.len(),
+                |i, c| {
+                    let e = &meta.dir_entries[i];
+                    u64::from([e.name_index, e.inode_num][c])
+                },
             ))),
         ),
         (
