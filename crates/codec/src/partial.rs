@@ -220,6 +220,21 @@ impl ZstdStep {
         Ok(written)
     }
 
+    /// Decodes the whole output in one call, as whole-block decoding does
+    /// (no window buffer, no copy).
+    fn all_at_once(&mut self, out: &mut [u8]) -> Result<(), CodecError> {
+        let n = self
+            .dctx
+            .decompress(out, &self.input)
+            .map_err(|e| corrupt(Self::ALGO, ::zstd::zstd_safe::get_error_name(e)))?;
+        if n != self.size {
+            return Err(ends_early(Self::ALGO, n, self.size));
+        }
+        self.pos = self.input.len();
+        self.frame_done = true;
+        Ok(())
+    }
+
     /// Whether the input is used up and its last frame complete.
     fn at_end(&self) -> bool {
         self.frame_done && self.pos == self.input.len()
@@ -234,6 +249,9 @@ impl Step for ZstdStep {
     }
 
     fn fill(&mut self, out: &mut [u8], at: usize) -> Result<(), CodecError> {
+        if at == 0 && out.len() == self.size {
+            return self.all_at_once(out);
+        }
         let mut done = 0;
         while done < out.len() {
             if self.at_end() {
