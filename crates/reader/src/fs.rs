@@ -609,8 +609,10 @@ impl Filesystem {
                     offset,
                     size,
                 } => {
+                    // Whole-file readers (extract, cat) go through whole
+                    // blocks: decoding them in one go is fastest.
+                    let data = self.block(block)?;
                     let range = offset as usize..offset as usize + size as usize;
-                    let data = self.block_until(block, range.end)?;
                     let bytes = data.get(range).ok_or_else(|| {
                         corrupt!(
                             "inode {ino}: chunk reaches past the end of block {block} ({} bytes)",
