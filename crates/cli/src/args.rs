@@ -43,7 +43,7 @@ pub struct MountArgs {
     pub image: PathBuf,
     /// Where to mount it.
     pub mountpoint: PathBuf,
-    /// Mount options, comma-separated (cachesize=512m, workers=2, offset=auto, allow_other, ...).
+    /// Mount options, comma-separated (cachesize=512m, decratio=0.8, workers=2, offset=auto, allow_other, ...).
     #[arg(short = 'o')]
     pub options: Vec<String>,
     /// Stay in the foreground.

@@ -4,8 +4,10 @@
 //! [`decompress`] turns a section payload back into its bytes and never
 //! produces (or allocates for) more than a caller-given limit;
 //! [`uncompressed_size`] reads the size a payload declares without decoding
-//! it. On the writer's side, [`compressor_from_spec`] builds a
-//! [`Compressor`] from a DwarFS-style spec such as `zstd:level=19`.
+//! it. [`partial_decoder`] produces a payload's output a piece at a time,
+//! for readers that need only the start of a block. On the writer's side,
+//! [`compressor_from_spec`] builds a [`Compressor`] from a DwarFS-style
+//! spec such as `zstd:level=19`.
 //!
 //! Payload layouts (integers little-endian; "varint" is LEB128):
 //!
@@ -26,14 +28,18 @@ mod flac_encode;
 mod flac_stream;
 mod lz4;
 mod lzma;
+mod partial;
 mod ricepp;
 mod ricepp_encode;
 mod spec;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_partial;
 mod varint;
 mod zstd;
 
+pub use partial::{partial_decoder, PartialDecoder};
 pub use spec::{compressor_from_spec, Compressor};
 
 use hoard_format::section::Compression;

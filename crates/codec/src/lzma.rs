@@ -96,14 +96,16 @@ pub fn declared_size(payload: &[u8]) -> Result<u64, CodecError> {
     Ok(total)
 }
 
+/// The decoder DwarFS uses: concatenated streams allowed, no memory limit.
+pub fn stream_decoder() -> Result<Stream, CodecError> {
+    Stream::new_stream_decoder(u64::MAX, CONCATENATED).map_err(|e| corrupt(ALGO, e))
+}
+
 pub fn decompress(payload: &[u8], max_size: usize) -> Result<Vec<u8>, CodecError> {
     let size = check_declared(ALGO, declared_size(payload)?, max_size)?;
-    // DwarFS decodes with LZMA_CONCATENATED and no memory limit.
-    let stream =
-        Stream::new_stream_decoder(u64::MAX, CONCATENATED).map_err(|e| corrupt(ALGO, e))?;
     read_exact_size(
         ALGO,
-        liblzma::read::XzDecoder::new_stream(payload, stream),
+        liblzma::read::XzDecoder::new_stream(payload, stream_decoder()?),
         size,
     )
 }

@@ -5,7 +5,7 @@ use crate::{compressor_from_spec, crc::crc32, decompress, uncompressed_size, var
 use hoard_format::section::Compression;
 
 /// Compressible but not trivial: text-like runs mixed with a counter.
-fn sample_data(len: usize) -> Vec<u8> {
+pub(crate) fn sample_data(len: usize) -> Vec<u8> {
     let mut x = 0x2545_f491_u32;
     (0..len)
         .map(|i| {
@@ -21,7 +21,7 @@ fn sample_data(len: usize) -> Vec<u8> {
         .collect()
 }
 
-const SPECS: &[&str] = &[
+pub(crate) const SPECS: &[&str] = &[
     "null",
     "none",
     "zstd:level=3",

@@ -73,6 +73,7 @@ pub fn serve(
                 image_size: options.image_size,
             },
             cache_size: options.cache_size,
+            decratio: options.decratio,
         },
     )
     .map_err(|e| format!("{}: {e}", image.display()))?;

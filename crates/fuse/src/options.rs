@@ -57,6 +57,9 @@ fn parse_duration(key: &str, v: &str) -> Result<std::time::Duration, String> {
 pub struct MountOptions {
     /// Bytes of decompressed blocks to cache.
     pub cache_size: usize,
+    /// Fraction of a block past which a read decompresses all of it
+    /// (`0.0..=1.0`); below it, blocks are decompressed as far as reads go.
+    pub decratio: f64,
     /// Threads serving FUSE requests.
     pub workers: usize,
     /// Bytes to decompress ahead of a sequential reader.
@@ -102,6 +105,7 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             cache_size: 512 << 20,
+            decratio: hoard_reader::cache::DEFAULT_DECRATIO,
             workers: 2,
             readahead: 0,
             block_size: 512 << 10,
@@ -192,6 +196,18 @@ impl MountOptions {
             "cachesize" => {
                 self.cache_size =
                     usize::try_from(parse_size(need()?)?).map_err(|e| e.to_string())?
+            }
+            "decratio" => {
+                let v = need()?;
+                let r: f64 = v
+                    .parse()
+                    .map_err(|_| format!("mount option 'decratio': invalid number '{v}'"))?;
+                if !(0.0..=1.0).contains(&r) {
+                    return Err(format!(
+                        "mount option 'decratio': {v} is not between 0.0 and 1.0"
+                    ));
+                }
+                self.decratio = r;
             }
             "workers" => {
                 self.workers = number()?.clamp(1, 256) as usize;
@@ -327,5 +343,23 @@ mod tests {
         assert!(MountOptions::parse("tidy_interval=0").is_err());
         assert!(MountOptions::parse("mlock=maybe").is_err());
         assert!(MountOptions::parse("blocksize=1000").is_err());
+    }
+
+    #[test]
+    fn decratio_is_a_fraction() {
+        assert_eq!(MountOptions::default().decratio, 0.8);
+        assert_eq!(MountOptions::parse("decratio=0.5").unwrap().decratio, 0.5);
+        assert_eq!(MountOptions::parse("decratio=0").unwrap().decratio, 0.0);
+        assert_eq!(MountOptions::parse("decratio=1").unwrap().decratio, 1.0);
+        for bad in [
+            "decratio",
+            "decratio=1.5",
+            "decratio=-0.1",
+            "decratio=NaN",
+            "decratio=x",
+        ] {
+            let e = MountOptions::parse(bad).unwrap_err();
+            assert!(e.contains("decratio"), "{bad}: {e}");
+        }
     }
 }

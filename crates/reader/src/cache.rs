@@ -1,33 +1,78 @@
 //! The block cache: decompressed blocks kept in memory, bounded in bytes,
 //! least recently used evicted first.
 //!
-//! A block requested by several threads at once is decompressed once: the
-//! first caller fills the slot while the others wait on it.
+//! Blocks are decompressed as far as readers need them (DwarFS's
+//! `decratio`): a read of bytes `a..b` of a block decodes it up to `b`,
+//! rounded up to [`STEP`], and keeps the decoder for later reads; a read
+//! reaching past `decratio` of the block decodes all of it and drops the
+//! decoder. The fraction is taken of the block's real size, which every
+//! payload declares. Whole-block users ([`BlockCache::get`] with
+//! `usize::MAX`) get complete blocks.
+//!
+//! Shared by all threads: a block requested by several threads at once is
+//! opened once, and its bytes are decoded once: one thread at a time
+//! extends a block, continuing where the last stopped, while others read
+//! the part already decoded without waiting.
+//!
+//! The byte bound counts each block's decoded bytes plus an estimate of its
+//! decoder's memory (compressed input, window), updated after each step.
 //!
 //! Besides eviction when full, the cache can be tidied: blocks unused for
 //! some time, or partly swapped out by the kernel, are dropped (the FUSE
 //! driver's `tidy_strategy`).
 
-use crate::error::Result;
+mod partial;
+
+use crate::error::{Error, Result};
+use hoard_codec::{CodecError, PartialDecoder};
+use partial::PartialBlock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// A decompressed block, shared by every reader of it.
-pub type Block = Arc<[u8]>;
+/// Partial decoding goes in steps of this many bytes.
+pub const STEP: usize = 256 << 10;
 
-type Slot = Arc<OnceLock<Result<Block>>>;
+/// The default `decratio`: blocks are decoded whole once a read reaches
+/// past 80% of them.
+pub const DEFAULT_DECRATIO: f64 = 0.8;
 
-/// A byte-bounded LRU cache of decompressed blocks.
+/// A decompressed block, or at least the part of it asked for; shared by
+/// every reader of it. Dereferences to its bytes.
+#[derive(Debug, Clone)]
+pub struct Block {
+    data: Arc<PartialBlock>,
+    len: usize,
+}
+
+impl std::ops::Deref for Block {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.data.prefix(self.len)
+    }
+}
+
+type Slot = Arc<OnceLock<Result<Arc<PartialBlock>>>>;
+
+/// A cached block and the bytes counted for it.
+#[derive(Debug)]
+struct Entry {
+    slot: Slot,
+    charged: usize,
+}
+
+/// A byte-bounded LRU cache of (partially) decompressed blocks.
 #[derive(Debug)]
 pub struct BlockCache {
     capacity: usize,
+    decratio: f64,
     inner: Mutex<Inner>,
 }
 
 #[derive(Debug)]
 struct Inner {
-    slots: lru::LruCache<u32, Slot>,
+    slots: lru::LruCache<u32, Entry>,
     /// When each cached block was last asked for.
     used: HashMap<u32, Instant>,
     bytes: usize,
@@ -36,21 +81,44 @@ struct Inner {
 impl Inner {
     /// Drops block `number`, keeping the byte count right.
     fn remove(&mut self, number: u32) {
-        if let Some(slot) = self.slots.pop(&number) {
-            if let Some(Ok(b)) = slot.get() {
-                self.bytes -= b.len();
-            }
+        if let Some(entry) = self.slots.pop(&number) {
+            self.bytes -= entry.charged;
         }
         self.used.remove(&number);
     }
+
+    /// The entry of `number`, if it still holds `slot`.
+    fn entry_of(&mut self, number: u32, slot: &Slot) -> Option<&mut Entry> {
+        self.slots
+            .peek_mut(&number)
+            .filter(|e| Arc::ptr_eq(&e.slot, slot))
+    }
+}
+
+/// How far one block is decoded, for [`BlockCache::progress`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes decoded.
+    pub decoded: usize,
+    /// The block's size.
+    pub size: usize,
+    /// Whether it is complete and its decoder dropped.
+    pub complete: bool,
 }
 
 impl BlockCache {
-    /// A cache holding at most `capacity` bytes of decompressed blocks
-    /// (always at least one block).
-    pub fn new(capacity: usize) -> Self {
+    /// A cache holding at most `capacity` bytes (always at least one
+    /// block), decoding blocks whole once a read reaches past `decratio`
+    /// of them (clamped to `0.0..=1.0`: 0 decodes every block whole at its
+    /// first read, 1 only as far as reads go).
+    pub fn new(capacity: usize, decratio: f64) -> Self {
         BlockCache {
             capacity,
+            decratio: if decratio.is_nan() {
+                DEFAULT_DECRATIO
+            } else {
+                decratio.clamp(0.0, 1.0)
+            },
             inner: Mutex::new(Inner {
                 slots: lru::LruCache::unbounded(),
                 used: HashMap::new(),
@@ -59,84 +127,127 @@ impl BlockCache {
         }
     }
 
-    /// Bytes of decompressed data currently held.
+    /// Bytes currently counted: decoded data plus decoder estimates.
     pub fn bytes(&self) -> usize {
         self.lock().bytes
+    }
+
+    /// How far block `number` is decoded, if it is cached.
+    pub fn progress(&self, number: u32) -> Option<Progress> {
+        let inner = self.lock();
+        let block = inner.slots.peek(&number)?.slot.get()?.as_ref().ok()?;
+        Some(Progress {
+            decoded: block.filled(),
+            size: block.size(),
+            complete: block.is_complete(),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Returns block `number`, calling `load` to produce it if it is not
-    /// cached. Concurrent callers for one block share one `load`.
-    pub fn get(&self, number: u32, load: impl FnOnce() -> Result<Vec<u8>>) -> Result<Block> {
+    /// Returns block `number` decoded at least up to byte `end` (all of it
+    /// if `end` reaches its end, e.g. `usize::MAX`). If the block is not
+    /// cached, `open` makes its decoder; `describe` turns a decoding error
+    /// into the reader's. Concurrent callers for one block share one
+    /// `open`, and never decode the same bytes twice.
+    pub fn get(
+        &self,
+        number: u32,
+        end: usize,
+        open: impl FnOnce() -> Result<Box<dyn PartialDecoder>>,
+        describe: impl Fn(CodecError) -> Error,
+    ) -> Result<Block> {
         let slot = {
             let mut inner = self.lock();
             inner.used.insert(number, Instant::now());
             inner
                 .slots
-                .get_or_insert(number, || Arc::new(OnceLock::new()))
+                .get_or_insert(number, || Entry {
+                    slot: Arc::new(OnceLock::new()),
+                    charged: 0,
+                })
+                .slot
                 .clone()
         };
-        let mut filled_here = false;
-        let result = slot
+        let mut opened_here = false;
+        let opened = slot
             .get_or_init(|| {
-                filled_here = true;
-                load().map(Block::from)
+                opened_here = true;
+                open().map(|d| Arc::new(PartialBlock::new(d)))
             })
             .clone();
-        if filled_here {
-            self.account(number, &slot, &result);
-        }
-        result
-    }
-
-    /// Records the size of a freshly filled slot and evicts old blocks.
-    fn account(&self, number: u32, slot: &Slot, result: &Result<Block>) {
-        let mut inner = self.lock();
-        let still_cached = inner
-            .slots
-            .peek(&number)
-            .is_some_and(|s| Arc::ptr_eq(s, slot));
-        if !still_cached {
-            return;
-        }
-        match result {
-            Ok(block) => inner.bytes += block.len(),
-            // Errors are not kept: a later read may retry.
-            Err(_) => {
-                inner.slots.pop(&number);
-                inner.used.remove(&number);
-                return;
+        let block = match opened {
+            Ok(block) => block,
+            Err(e) => {
+                self.forget(number, &slot);
+                return Err(e);
+            }
+        };
+        let end = end.min(block.size());
+        let mut changed = opened_here;
+        if !block.covers(end) {
+            match block.extend(end, self.decratio, STEP, describe) {
+                Ok(c) => changed |= c,
+                Err(e) => {
+                    // Errors are not kept: a later read may retry.
+                    self.forget(number, &slot);
+                    return Err(e);
+                }
             }
         }
+        if changed {
+            self.account(number, &slot, &block);
+        }
+        Ok(Block {
+            data: block,
+            len: end,
+        })
+    }
+
+    /// Drops `slot` of block `number` if it is still cached.
+    fn forget(&self, number: u32, slot: &Slot) {
+        let mut inner = self.lock();
+        if inner.entry_of(number, slot).is_some() {
+            inner.remove(number);
+        }
+    }
+
+    /// Brings the bytes counted for `block` up to date and evicts old
+    /// blocks beyond the capacity (never `number` itself).
+    fn account(&self, number: u32, slot: &Slot, block: &PartialBlock) {
+        let mut inner = self.lock();
+        let Some(entry) = inner.entry_of(number, slot) else {
+            return;
+        };
+        let (old, new) = (entry.charged, block.charge());
+        entry.charged = new;
+        inner.bytes = inner.bytes - old + new;
         while inner.bytes > self.capacity && inner.slots.len() > 1 {
-            let Some((old, old_slot)) = inner.slots.pop_lru() else {
+            let Some((n, entry)) = inner.slots.pop_lru() else {
                 break;
             };
-            if old == number {
-                inner.slots.put(old, old_slot);
+            if n == number {
+                inner.slots.put(n, entry);
                 break;
             }
-            if let Some(Ok(b)) = old_slot.get() {
-                inner.bytes -= b.len();
-            }
-            inner.used.remove(&old);
+            inner.bytes -= entry.charged;
+            inner.used.remove(&n);
         }
     }
 
-    /// Drops the filled blocks for which `drop_it(block, last use)` says so;
-    /// returns how many were dropped. Blocks being loaded stay.
+    /// Drops the opened blocks for which `drop_it(decoded bytes, last use)`
+    /// says so; returns how many were dropped. Blocks being opened stay.
     fn tidy(&self, drop_it: impl Fn(&[u8], Instant) -> bool) -> usize {
         let mut inner = self.lock();
         let doomed: Vec<u32> = inner
             .slots
             .iter()
-            .filter_map(|(&n, slot)| {
-                let block = slot.get()?.as_ref().ok()?;
+            .filter_map(|(&n, entry)| {
+                let block = entry.slot.get()?.as_ref().ok()?;
                 let used = *inner.used.get(&n)?;
-                drop_it(block, used).then_some(n)
+                drop_it(block.prefix(block.size()), used).then_some(n)
             })
             .collect();
         for &n in &doomed {
@@ -181,78 +292,4 @@ fn partly_swapped(data: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    #[test]
-    fn evicts_least_recently_used_beyond_capacity() {
-        let cache = BlockCache::new(250);
-        for n in 0..3 {
-            cache.get(n, || Ok(vec![n as u8; 100])).unwrap();
-        }
-        assert_eq!(cache.bytes(), 200);
-        let loads = AtomicUsize::new(0);
-        cache
-            .get(2, || {
-                loads.fetch_add(1, Ordering::SeqCst);
-                Ok(vec![0; 100])
-            })
-            .unwrap();
-        assert_eq!(loads.load(Ordering::SeqCst), 0, "block 2 stays cached");
-        cache
-            .get(0, || {
-                loads.fetch_add(1, Ordering::SeqCst);
-                Ok(vec![0; 100])
-            })
-            .unwrap();
-        assert_eq!(loads.load(Ordering::SeqCst), 1, "block 0 was evicted");
-    }
-
-    #[test]
-    fn concurrent_readers_share_one_load() {
-        let cache = Arc::new(BlockCache::new(1 << 20));
-        let loads = Arc::new(AtomicUsize::new(0));
-        let threads: Vec<_> = (0..8)
-            .map(|_| {
-                let (cache, loads) = (cache.clone(), loads.clone());
-                std::thread::spawn(move || {
-                    cache
-                        .get(7, || {
-                            loads.fetch_add(1, Ordering::SeqCst);
-                            std::thread::sleep(std::time::Duration::from_millis(50));
-                            Ok(vec![7; 1000])
-                        })
-                        .unwrap()
-                })
-            })
-            .collect();
-        for t in threads {
-            assert_eq!(t.join().unwrap()[0], 7);
-        }
-        assert_eq!(loads.load(Ordering::SeqCst), 1);
-    }
-
-    #[test]
-    fn tidying_drops_blocks_unused_for_a_while() {
-        let cache = BlockCache::new(1 << 20);
-        cache.get(1, || Ok(vec![1; 100])).unwrap();
-        std::thread::sleep(Duration::from_millis(60));
-        cache.get(2, || Ok(vec![2; 100])).unwrap();
-        assert_eq!(cache.evict_unused(Duration::from_millis(30)), 1);
-        assert_eq!(cache.bytes(), 100);
-        // Resident blocks are not "swapped".
-        assert_eq!(cache.evict_swapped(), 0);
-        assert_eq!(cache.evict_unused(Duration::ZERO), 1);
-        assert_eq!(cache.bytes(), 0);
-    }
-
-    #[test]
-    fn errors_are_returned_and_not_kept() {
-        let cache = BlockCache::new(1000);
-        assert!(cache
-            .get(1, || Err(crate::Error::Corrupt("bad".into())))
-            .is_err());
-        assert!(cache.get(1, || Ok(vec![1])).is_ok());
-    }
-}
+mod tests;

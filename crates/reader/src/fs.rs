@@ -1,6 +1,6 @@
 //! The file system view of an image: lookup, readdir, stat, readlink, read.
 
-use crate::cache::{Block, BlockCache};
+use crate::cache::{Block, BlockCache, DEFAULT_DECRATIO};
 use crate::error::{corrupt, Error, Result};
 use crate::image::{Image, OpenOptions, Section};
 use crate::inode::{FileKind, InodeLayout, Stat, Time};
@@ -25,6 +25,10 @@ pub struct FsOptions {
     pub open: OpenOptions,
     /// Bytes of decompressed blocks to keep in memory.
     pub cache_size: usize,
+    /// The fraction of a block (`0.0..=1.0`) past which a read decodes
+    /// all of it rather than only as far as it needs (DwarFS's
+    /// `decratio`; 0 decodes blocks whole at their first read).
+    pub decratio: f64,
 }
 
 impl Default for FsOptions {
@@ -32,6 +36,7 @@ impl Default for FsOptions {
         FsOptions {
             open: OpenOptions::default(),
             cache_size: 512 << 20,
+            decratio: DEFAULT_DECRATIO,
         }
     }
 }
@@ -94,12 +99,23 @@ pub struct Filesystem {
 impl Filesystem {
     /// Opens the image at `path`.
     pub fn open(path: &Path, options: &FsOptions) -> Result<Self> {
+        if !(0.0..=1.0).contains(&options.decratio) {
+            return Err(Error::Unsupported(format!(
+                "decratio must be between 0.0 and 1.0, not {}",
+                options.decratio
+            )));
+        }
         let image = Image::open(path, &options.open)?;
-        Self::from_image(image, options.cache_size)
+        Self::with_cache(image, BlockCache::new(options.cache_size, options.decratio))
     }
 
-    /// Loads the metadata of an opened image.
+    /// Loads the metadata of an opened image, with a block cache of
+    /// `cache_size` bytes and the default `decratio`.
     pub fn from_image(image: Image, cache_size: usize) -> Result<Self> {
+        Self::with_cache(image, BlockCache::new(cache_size, DEFAULT_DECRATIO))
+    }
+
+    fn with_cache(image: Image, cache: BlockCache) -> Result<Self> {
         let schema_section = image
             .find(SectionType::METADATA_V2_SCHEMA)
             .ok_or_else(|| corrupt!("no metadata schema section"))?;
@@ -137,7 +153,7 @@ impl Filesystem {
             meta,
             layout,
             blocks,
-            cache: BlockCache::new(cache_size),
+            cache,
             nlinks: None,
         };
         fs.check_structure()?;
@@ -512,15 +528,28 @@ impl Filesystem {
         Ok((size, allocated))
     }
 
-    /// Block `number`, decompressed, from the cache.
+    /// Block `number`, decompressed whole, from the cache.
     pub fn block(&self, number: u32) -> Result<Block> {
+        self.block_until(number, usize::MAX)
+    }
+
+    /// Block `number` from the cache, decompressed at least up to byte
+    /// `end` (the whole block if `end` reaches past it); its length is
+    /// `end` or, if less, the block's size.
+    pub fn block_until(&self, number: u32, end: usize) -> Result<Block> {
         let section = self
             .blocks
             .get(number as usize)
             .ok_or_else(|| corrupt!("block {number} does not exist"))?;
-        self.cache.get(number, || {
-            self.image.load(section, self.meta.block_size as usize)
-        })
+        self.cache.get(
+            number,
+            end,
+            || {
+                self.image
+                    .partial_decoder(section, self.meta.block_size as usize)
+            },
+            |e| section.decode_error(e),
+        )
     }
 
     /// Reads up to `buf.len()` bytes of regular file `ino` at `offset`;
@@ -549,8 +578,8 @@ impl Filesystem {
                     offset: start,
                     ..
                 } => {
-                    let data = self.block(block)?;
                     let from = start as usize + skip as usize;
+                    let data = self.block_until(block, from + n)?;
                     let src = data.get(from..from + n).ok_or_else(|| {
                         corrupt!(
                             "inode {ino}: chunk reaches past the end of block {block} ({} bytes)",
@@ -580,6 +609,8 @@ impl Filesystem {
                     offset,
                     size,
                 } => {
+                    // Whole-file readers (extract, cat) go through whole
+                    // blocks: decoding them in one go is fastest.
                     let data = self.block(block)?;
                     let range = offset as usize..offset as usize + size as usize;
                     let bytes = data.get(range).ok_or_else(|| {

@@ -63,13 +63,12 @@ fn fix_section_hashes(bytes: &mut [u8]) {
     }
 }
 
-/// Runs everything a reader of the file system can do: a full check, then,
-/// for every inode, stat and the kind-specific reads (readdir and lookup of
-/// each entry, readlink, reading the whole file and a few ranges), and a
-/// lookup of each walked path. Errors are expected and ignored; only a
+/// Runs everything a reader of the file system can do: for every inode,
+/// stat and the kind-specific reads (readdir and lookup of each entry,
+/// readlink, a few ranges of a file), a lookup of each walked path, then
+/// reading every file whole and a full check. Errors are expected and ignored; only a
 /// panic, a hang or unbounded memory use is a bug.
 pub fn exercise(fs: &Filesystem) {
-    check::check_filesystem(fs, true);
     for ino in 0..u32::try_from(fs.metadata().inodes.len()).unwrap_or(u32::MAX) {
         let Ok(stat) = fs.stat(ino) else { continue };
         match stat.kind {
@@ -83,7 +82,6 @@ pub fn exercise(fs: &Filesystem) {
                 let _ = fs.readlink(ino);
             }
             FileKind::Regular => {
-                let _ = fs.read_all(ino, |_| Ok(()));
                 let mut buf = [0u8; 4096];
                 for offset in [0, stat.size / 2, stat.size.saturating_sub(100), stat.size] {
                     let _ = fs.read(ino, offset, &mut buf);
@@ -99,6 +97,12 @@ pub fn exercise(fs: &Filesystem) {
             }
         }
     }
+    // Whole files and blocks last, so that the reads above find blocks
+    // partly decompressed.
+    for ino in fs.layout().files..fs.layout().devices {
+        let _ = fs.read_all(ino, |_| Ok(()));
+    }
+    check::check_filesystem(fs, true);
 }
 
 /// Splits `data` into a schema (its length in the first two bytes, little
@@ -114,12 +118,32 @@ pub fn decode_metadata(data: &[u8]) -> crate::Result<()> {
 }
 
 /// Decompresses `data[1..]` with the algorithm whose id is `data[0]`, as a
-/// block section payload, allowing at most 16 MiB of output.
+/// block section payload, allowing at most 16 MiB of output: whole, then
+/// a piece at a time.
 pub fn decompress(data: &[u8]) -> crate::Result<()> {
     let (&algo, payload) = data
         .split_first()
         .ok_or_else(|| Error::Corrupt("input too short".into()))?;
-    hoard_codec::decompress(Compression(algo.into()), payload, DECOMPRESS_LIMIT)
+    let algo = Compression(algo.into());
+    let whole = hoard_codec::decompress(algo, payload, DECOMPRESS_LIMIT);
+    let mut decoder = hoard_codec::partial_decoder(algo, payload, DECOMPRESS_LIMIT)
         .map_err(|e| Error::Corrupt(e.to_string()))?;
+    let mut out = vec![0u8; decoder.size()];
+    let mut at = 0;
+    loop {
+        let end = (at + 4096).min(out.len());
+        decoder
+            .decode(&mut out[at..end])
+            .map_err(|e| Error::Corrupt(e.to_string()))?;
+        at = end;
+        if at == out.len() {
+            break;
+        }
+    }
+    decoder
+        .decode(&mut [])
+        .map_err(|e| Error::Corrupt(e.to_string()))?;
+    // Both ways agree on every payload they accept.
+    assert!(whole.is_ok_and(|w| w == out), "partial decoding differs");
     Ok(())
 }

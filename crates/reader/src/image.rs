@@ -63,6 +63,17 @@ impl Section {
     pub fn end(&self) -> u64 {
         self.payload_offset() + self.header.length
     }
+
+    /// The reader's error for a payload of this section that does not
+    /// decode.
+    pub fn decode_error(&self, e: hoard_codec::CodecError) -> Error {
+        corrupt!(
+            "{} section {} at offset {}: {e}",
+            self.header.kind.name(),
+            self.header.number.map_or(String::new(), |n| n.to_string()),
+            self.offset
+        )
+    }
 }
 
 /// An opened image: its file, version and sections.
@@ -310,17 +321,20 @@ impl Image {
     /// than `max_size` bytes of output.
     pub fn load(&self, section: &Section, max_size: usize) -> Result<Vec<u8>> {
         let payload = self.verified_payload(section)?;
-        hoard_codec::decompress(section.header.compression, &payload, max_size).map_err(|e| {
-            corrupt!(
-                "{} section {} at offset {}: {e}",
-                section.header.kind.name(),
-                section
-                    .header
-                    .number
-                    .map_or(String::new(), |n| n.to_string()),
-                section.offset
-            )
-        })
+        hoard_codec::decompress(section.header.compression, &payload, max_size)
+            .map_err(|e| section.decode_error(e))
+    }
+
+    /// A decoder for the payload of a section, hash-checked, that produces
+    /// its output a piece at a time, refusing more than `max_size` bytes.
+    pub fn partial_decoder(
+        &self,
+        section: &Section,
+        max_size: usize,
+    ) -> Result<Box<dyn hoard_codec::PartialDecoder>> {
+        let payload = self.verified_payload(section)?;
+        hoard_codec::partial_decoder(section.header.compression, &payload, max_size)
+            .map_err(|e| section.decode_error(e))
     }
 
     /// The first section of a kind.

@@ -53,6 +53,7 @@ pub fn open(args: &ImageArgs) -> Result<Filesystem> {
             image_size: None,
         },
         cache_size: args.cache_size,
+        ..FsOptions::default()
     };
     Filesystem::open(&args.image, &options).with_context(|| args.image.display().to_string())
 }

@@ -1,0 +1,166 @@
+//! `-o decratio=R`: blocks decompressed only as far as reads go. A mount
+//! with it shows exactly the packed tree; the reader decodes the start of a
+//! block for a read near its start; a bad ratio is refused.
+
+mod common;
+
+use common::*;
+use hoard_reader::{Extent, Filesystem, FsOptions};
+use std::path::{Path, PathBuf};
+
+/// Unmounts on drop, so a failing assertion leaves no mount behind.
+struct MountGuard<'a>(&'a Path);
+
+impl Drop for MountGuard<'_> {
+    fn drop(&mut self) {
+        let _ = run(&["umount", self.0.to_str().unwrap()]);
+    }
+}
+
+/// Text-like bytes that zstd shrinks but does not trivialise.
+fn contents(seed: u32, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            if i % 512 < 300 {
+                b"sphinx of black quartz, judge my vow "[i % 37]
+            } else {
+                (x % 64) as u8
+            }
+        })
+        .collect()
+}
+
+/// A tree with a few large files and many small ones, packed with zstd in
+/// 4 MiB blocks, times kept to the nanosecond; returns the tree and the
+/// image.
+fn packed_tree(dir: &Path) -> (PathBuf, PathBuf) {
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(tree.join("big")).unwrap();
+    std::fs::create_dir_all(tree.join("small/deeper")).unwrap();
+    for i in 0..3u32 {
+        let data = contents(i + 1, (3 << 20) + 12_345 * i as usize);
+        std::fs::write(tree.join(format!("big/f{i}")), data).unwrap();
+    }
+    for i in 0..200u32 {
+        let sub = if i % 3 == 0 { "small/deeper" } else { "small" };
+        let data = contents(i + 100, 1 + (i as usize * 7919) % 20_000);
+        std::fs::write(tree.join(format!("{sub}/s{i}")), data).unwrap();
+    }
+    std::os::unix::fs::symlink("big/f0", tree.join("link")).unwrap();
+    let image = dir.join("tree.dwarfs");
+    let out = run(&[
+        "create",
+        "-i",
+        tree.to_str().unwrap(),
+        "-o",
+        image.to_str().unwrap(),
+        "-C",
+        "zstd:level=3",
+        "-S",
+        "22",
+        "--time-resolution=ns",
+        "--no-progress",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (tree, image)
+}
+
+#[test]
+fn a_mount_with_decratio_shows_the_tree() {
+    if !fuse_available() || shared().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (tree, image) = packed_tree(dir.path());
+    for ratio in ["0.5", "0", "1"] {
+        let mnt = dir.path().join(format!("mnt-{ratio}"));
+        std::fs::create_dir(&mnt).unwrap();
+        let options = format!("decratio={ratio},cachesize=8m");
+        let out = run(&[
+            "mount",
+            image.to_str().unwrap(),
+            mnt.to_str().unwrap(),
+            "-o",
+            &options,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let guard = MountGuard(&mnt);
+        // A read near the start of a big file first, then everything.
+        let mut start = [0u8; 100];
+        use std::io::Read;
+        std::fs::File::open(mnt.join("big/f1"))
+            .unwrap()
+            .read_exact(&mut start)
+            .unwrap();
+        assert_eq!(start[..], contents(2, 100)[..]);
+        let diff = manifest_diff(&manifest_of(&tree), &manifest_of(&mnt), Compare::Mounted);
+        assert!(
+            diff.is_empty(),
+            "decratio={ratio}: mounted tree differs:\n{diff}"
+        );
+        drop(guard);
+        assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0, "still mounted");
+    }
+}
+
+#[test]
+fn a_read_near_the_start_of_a_block_decodes_only_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tree, image) = packed_tree(dir.path());
+    let fs = Filesystem::open(&image, &FsOptions::default()).unwrap();
+    let ino = fs.lookup_path("big/f2").unwrap();
+    let Extent::Data { block, offset, .. } = fs.extents(ino).unwrap()[0] else {
+        panic!("big/f2 starts with data");
+    };
+    let mut buf = [0u8; 10];
+    assert_eq!(fs.read(ino, 0, &mut buf).unwrap(), 10);
+    assert_eq!(buf[..], contents(3, 10)[..]);
+    let p = fs.cache().progress(block).unwrap();
+    assert!(!p.complete, "{p:?}");
+    assert!(
+        p.decoded < p.size && p.decoded >= offset as usize + 10,
+        "{p:?}, file at {offset}"
+    );
+    // Reading all of the file completes its blocks.
+    let expected = std::fs::read(tree.join("big/f2")).unwrap();
+    let mut all = vec![0u8; expected.len()];
+    assert_eq!(fs.read(ino, 0, &mut all).unwrap(), expected.len());
+    assert!(all == expected);
+    assert!(fs.cache().progress(block).unwrap().complete);
+}
+
+#[test]
+fn a_bad_decratio_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let image = dir.path().join("absent.dwarfs");
+    for (ratio, says) in [
+        ("1.5", "not between 0.0 and 1.0"),
+        ("-0.25", "not between 0.0 and 1.0"),
+        ("lots", "invalid number"),
+    ] {
+        let out = run(&[
+            "mount",
+            image.to_str().unwrap(),
+            mnt.to_str().unwrap(),
+            "-o",
+            &format!("decratio={ratio}"),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "decratio={ratio}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("decratio") && err.contains(says), "{err}");
+    }
+}
