@@ -1,7 +1,8 @@
 //! `hoard mount` under load and its extras: 16 concurrent readers with
 //! mixed read sizes get exactly the manifest's contents while the driver's
 //! memory stays bounded; sparse files answer SEEK_DATA/SEEK_HOLE; perfmon
-//! reports latencies.
+//! reports latencies; walks repeat from the kernel's caches and writes
+//! are refused.
 
 mod common;
 
@@ -336,4 +337,67 @@ fn an_image_inside_a_larger_file_mounts_with_offset_and_imagesize() {
     let mount = Mount::new(&embedded, &format!("offset=4096,imagesize={}", image.len()));
     let diff = manifest_diff(&manifest, &manifest_of(&mount.path), Compare::Mounted);
     assert!(diff.is_empty(), "{diff}");
+}
+
+/// The request counts of `fuse.*` operations in a perfmon report, but for
+/// `fuse.xattr` (reading the report is one).
+fn fuse_request_counts(report: &str) -> Vec<(String, u64)> {
+    report
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let op = words.next()?;
+            let count = words.next()?.parse().ok()?;
+            (op.starts_with("fuse.") && op != "fuse.xattr").then(|| (op.to_string(), count))
+        })
+        .collect()
+}
+
+#[test]
+fn repeated_walks_are_served_by_the_kernel_and_writes_refused() {
+    if !fuse_available() || shared().is_none() {
+        return;
+    }
+    let image = shared()
+        .unwrap()
+        .join("dwarfs-images/upstream/default.dwarfs");
+    let expected = std::fs::read_to_string(image.with_extension("manifest")).unwrap();
+    let m = Mount::new(&image, "perfmon=fuse");
+    let first = manifest_of(&m.path);
+    let diff = manifest_diff(&expected, &first, Compare::Mounted);
+    assert!(diff.is_empty(), "{diff}");
+    let missing = m.path.join("audio/no-such-file");
+    let not_found = |p: &Path| std::fs::metadata(p).unwrap_err().kind();
+    assert_eq!(not_found(&missing), std::io::ErrorKind::NotFound);
+    let report = || String::from_utf8(xattr(&m.path, "user.dwarfs.perfmon").unwrap()).unwrap();
+    let before = fuse_request_counts(&report());
+    assert!(!before.is_empty());
+    // Attributes, entries (missing ones too), listings, symlink targets and
+    // contents are all kept by the kernel: walking and reading the tree
+    // again (stat, list, open, read, readlink) sends the driver no request.
+    assert_eq!(manifest_of(&m.path), first);
+    assert_eq!(not_found(&missing), std::io::ErrorKind::NotFound);
+    assert_eq!(fuse_request_counts(&report()), before, "{}", report());
+
+    let file = first
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["type"] == "f")
+        .map(|v| m.path.join(v["path"].as_str().unwrap()))
+        .expect("a regular file");
+    let erofs = |r: std::io::Result<()>| r.unwrap_err().raw_os_error();
+    let write_open = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .map(drop);
+    assert_eq!(erofs(write_open), Some(libc::EROFS));
+    assert_eq!(
+        erofs(std::fs::write(m.path.join("new"), b"x")),
+        Some(libc::EROFS)
+    );
+    assert_eq!(
+        erofs(std::fs::create_dir(m.path.join("newdir"))),
+        Some(libc::EROFS)
+    );
+    assert_eq!(erofs(std::fs::remove_file(&file)), Some(libc::EROFS));
 }

@@ -9,9 +9,10 @@
 use crate::options::{Mlock, MountOptions, Tidy};
 use crate::perfmon::{Op, PerfMon};
 use fuser::{
-    Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, MountOption,
-    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEntry,
-    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr, Request, SessionACL, SessionUnmounter,
+    Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, MountOption, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    SessionACL, SessionUnmounter,
 };
 use hoard_reader::{Error, FileKind, Filesystem, FsOptions, OpenOptions, Stat};
 use std::ffi::OsStr;
@@ -100,6 +101,7 @@ pub fn serve(
         options: options.clone(),
         pool,
         perf: perf.clone(),
+        no_open: false,
     };
     let mut config = Config::default();
     config.mount_options = mount_options(image, options);
@@ -216,7 +218,23 @@ struct Driver {
     options: MountOptions,
     pool: rayon::ThreadPool,
     perf: Arc<PerfMon>,
+    /// The kernel can open files and directories without asking us: `open`
+    /// and `opendir` then answer `ENOSYS` once, and the kernel keeps their
+    /// page cache (`FOPEN_KEEP_CACHE`, `FOPEN_CACHE_DIR`) from then on.
+    no_open: bool,
 }
+
+/// What the driver asks of the kernel, where it offers it, to save round
+/// trips on a tree that never changes: `readdirplus` (names and attributes
+/// in one reply, so `find` and `ls -l` need no lookups), symlink targets in
+/// the page cache, concurrent lookups and listings in one directory, and
+/// opens without a request.
+const WANTED: InitFlags = InitFlags::FUSE_DO_READDIRPLUS
+    .union(InitFlags::FUSE_READDIRPLUS_AUTO)
+    .union(InitFlags::FUSE_CACHE_SYMLINKS)
+    .union(InitFlags::FUSE_PARALLEL_DIROPS)
+    .union(InitFlags::FUSE_NO_OPEN_SUPPORT)
+    .union(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
 
 fn errno(e: &Error) -> Errno {
     match e {
@@ -252,6 +270,27 @@ fn system_time(t: hoard_reader::Time) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(t.sec as u64) + nsec
     } else {
         UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + nsec
+    }
+}
+
+/// The attributes of a lookup answer saying "no such entry" (inode 0).
+fn missing_entry() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 0,
+        flags: 0,
     }
 }
 
@@ -372,6 +411,15 @@ fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
 }
 
 impl fuser::Filesystem for Driver {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let offered = config.capabilities() & WANTED;
+        // Only flags the kernel offers are asked for, so this cannot fail.
+        let _ = config.add_capabilities(offered);
+        self.no_open =
+            offered.contains(InitFlags::FUSE_NO_OPEN_SUPPORT | InitFlags::FUSE_NO_OPENDIR_SUPPORT);
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _t = Timer::new(&self.perf, Op::Lookup);
         let result = self
@@ -379,7 +427,9 @@ impl fuser::Filesystem for Driver {
             .and_then(|found| found.map(|ino| self.fs.stat(ino)).transpose());
         match result {
             Ok(Some(st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
-            Ok(None) => reply.error(Errno::ENOENT),
+            // Inode 0 is "no such entry", which the kernel then remembers
+            // (programs probe many missing paths: search paths, imports).
+            Ok(None) => reply.entry(&TTL, &missing_entry(), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -404,6 +454,9 @@ impl fuser::Filesystem for Driver {
         let _t = Timer::new(&self.perf, Op::Open);
         if flags.acc_mode() != OpenAccMode::O_RDONLY {
             return reply.error(Errno::EROFS);
+        }
+        if self.no_open {
+            return reply.error(Errno::ENOSYS);
         }
         match self.fs.stat(image_ino(ino)) {
             Ok(st) if st.kind == FileKind::Directory => reply.error(Errno::EISDIR),
@@ -447,6 +500,9 @@ impl fuser::Filesystem for Driver {
     fn opendir(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if flags.acc_mode() != OpenAccMode::O_RDONLY {
             return reply.error(Errno::EROFS);
+        }
+        if self.no_open {
+            return reply.error(Errno::ENOSYS);
         }
         match self.fs.entry_count(image_ino(ino)) {
             Ok(_) => reply.opened(
