@@ -17,6 +17,7 @@ import svg
 
 MiB = 1 << 20
 ORDER = ["rootfs", "versions", "small"]
+PHASES = ["build", "mount", "extract"]
 REFERENCE = {"build": "hoard-l7", "mount": "hoard-mount", "extract": "hoard-extract"}
 
 
@@ -178,15 +179,19 @@ def charts(results: dict) -> dict:
 
 def _footer(results: dict) -> str:
     m, s = results.get("machine", {}), results.get("settings", {})
+    commits = sorted({commit for (_, _, commit) in _runs_behind(results)})
     return (f"median of {s.get('runs', '?')} run(s), whiskers min–max · {m.get('cpu', '?')}, "
             f"{m.get('cores', '?')} cores, {m.get('ram_gib', '?')} GiB · hoard "
-            f"{m.get('hoard_commit') or '?'} · {results.get('started', '')[:10]}")
+            f"{', '.join(commits) or '?'} · {results.get('started', '')[:10]}")
 
 
 def merge_previous(results: dict, out_dir: str) -> list:
-    """Carries over, from the results.json already in `out_dir`, the corpora
-    this run did not measure (same --quick setting and same machine only), so
-    that the suite can be run one corpus at a time. Returns their names."""
+    """Carries over, from the results.json already in `out_dir` (same --quick
+    setting and same machine only), what this run did not measure: whole
+    corpora, so that the suite can be run one corpus at a time, and the
+    phases of a corpus this run left out (same corpus recipe), so that the
+    mounts, say, can be measured again after a driver change. Returns what
+    was kept, as text."""
     try:
         with open(os.path.join(out_dir, "results.json")) as f:
             prev = json.load(f)
@@ -196,15 +201,47 @@ def merge_previous(results: dict, out_dir: str) -> list:
         {k: results.get("machine", {}).get(k) for k in ("cpu", "cores", "ram_gib")}
     if prev.get("quick") != results.get("quick") or not same_machine:
         return []
-    kept = [n for n in prev.get("corpora", {}) if n not in results["corpora"]]
+    kept = []
+    for name, corpus in results["corpora"].items():
+        old = prev.get("corpora", {}).get(name)
+        if not old or old.get("recipe") != corpus.get("recipe"):
+            continue
+        carried = [p for p in PHASES if p not in corpus.get("phases", {}) and p in old]
+        for p in carried:
+            corpus[p] = old[p]
+            corpus.setdefault("phases", {})[p] = phase_origins(old)[p]
+        if carried:
+            kept.append(f"{name}: {', '.join(carried)}")
+    whole = [n for n in prev.get("corpora", {}) if n not in results["corpora"]]
     merged = {}
-    for name in ORDER + [n for n in list(results["corpora"]) + kept if n not in ORDER]:
+    for name in ORDER + [n for n in list(results["corpora"]) + whole if n not in ORDER]:
         if name in results["corpora"]:
             merged[name] = results["corpora"][name]
-        elif name in kept:
+        elif name in whole:
             merged[name] = prev["corpora"][name]
     results["corpora"] = merged
-    return kept
+    return kept + whole
+
+
+def phase_origins(corpus: dict) -> dict:
+    """{phase: {command, date, hoard_commit}}: the run that measured each
+    phase of a corpus (older results record it once per corpus)."""
+    if "phases" in corpus:
+        return corpus["phases"]
+    origin = {k: corpus.get(k) for k in ("command", "date", "hoard_commit")}
+    return {p: origin for p in PHASES if p in corpus}
+
+
+def _runs_behind(results: dict) -> dict:
+    """{(command, date, commit): ["corpus phase", ...]}: the runs whose
+    figures the report shows, and what each measured."""
+    runs = {}
+    for name, corpus in results["corpora"].items():
+        for phase, o in phase_origins(corpus).items():
+            key = (o.get("command") or results["command"], (o.get("date") or "?")[:16],
+                   o.get("hoard_commit") or "?")
+            runs.setdefault(key, []).append(f"{name} {phase}")
+    return runs
 
 
 def write(results: dict, out_dir: str) -> str:
@@ -230,21 +267,23 @@ def readme(results: dict, made: dict) -> list:
     quick = results.get("quick")
     lines = ["# hoard benchmarks" + (" — QUICK RUN (small corpora, for checking the suite, "
                                       "not for quoting)" if quick else ""), ""]
-    commands = {c.get("command", results["command"]) for c in results["corpora"].values()}
-    if len(commands) <= 1:
+    runs = _runs_behind(results)
+    if len(runs) <= 1:
         lines += ["Made by", "", "```sh", results["command"], "```", "",
                   f"from {results['started']} to {results.get('finished', '?')}.", ""]
     else:
-        lines += ["Made by these runs (one per corpus or group of corpora):", "", "```sh"]
-        for name, c in results["corpora"].items():
-            lines.append(f"{c.get('command')}   # {name}: {c.get('date', '?')[:16]}, "
-                         f"hoard {c.get('hoard_commit') or '?'}")
+        lines += ["Made by these runs (each measured the corpora and phases named after it):",
+                  "", "```sh"]
+        for (command, date, commit), what in sorted(runs.items(), key=lambda r: r[0][1]):
+            lines.append(f"{command}   # {', '.join(what)}: {date}, hoard {commit}")
         lines += ["```", ""]
     if m:
+        at = (f"hoard at `{m.get('hoard_commit')}`" if len(runs) <= 1 else
+              f"The last run's hoard at `{m.get('hoard_commit')}`")
         lines += ["Machine: " + f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM; "
-                  f"{m['os']}, Linux {m['kernel']}; disk {m['disk']}. hoard at "
-                  f"`{m.get('hoard_commit')}`" + (" (the work tree had uncommitted changes)"
-                                                   if m.get("hoard_tree_dirty") else "")
+                  f"{m['os']}, Linux {m['kernel']}; disk {m['disk']}. {at}"
+                  + (" (the work tree had uncommitted changes)"
+                     if m.get("hoard_tree_dirty") else "")
                   + (f"; hoard binary: {s['hoard_binary']}" if s.get("hoard_binary") else "")
                   + ".", ""]
     if s:

@@ -59,8 +59,9 @@ def parse_args(argv=None):
     p.add_argument("--tools", default=None,
                    help="comma-separated ids or families to run (default: all found)")
     p.add_argument("--phases", default=",".join(PHASES),
-                   help="comma-separated subset of build,mount,extract (mount and extract need "
-                   "the images, so they imply build)")
+                   help="comma-separated subset of build,mount,extract; without build, the "
+                   "images mount and extract need are built once, unmeasured, and the "
+                   "report keeps the earlier run's figures of the phases not run")
     p.add_argument("--runs", type=int, default=None, help="runs per figure (default 3; quick 1)")
     p.add_argument("--threads", type=int, default=os.cpu_count(),
                    help="threads for the tools that take a count (default: all cores)")
@@ -95,9 +96,16 @@ class Suite:
         self.scratch = scratch
         self.logs = logs  # each command's stderr, kept after the run
         self.programs = tools.Programs(hoard)
-        self.builders = tools.select(tools.builders(self.programs), args.tools)
         self.extractors = tools.select(tools.extractors(self.programs), args.tools)
         self.drivers = tools.select(mounts.drivers(hoard), args.tools)
+        self.builders = tools.builders(self.programs)
+        if "build" in args.phases:
+            self.builders = tools.select(self.builders, args.tools)
+        else:  # only what the measured phases read
+            consumers = ((self.drivers if "mount" in args.phases else [])
+                         + (self.extractors if "extract" in args.phases else []))
+            needed = {i for c in consumers for i in c.image_of}
+            self.builders = [b for b in self.builders if b.id in needed]
         tools.probe(self.builders + self.extractors, self.programs)
         mounts.probe(self.drivers, self.programs)
         cold = "drop_caches" if measure.can_drop_caches() else "fresh mount only"
@@ -119,8 +127,8 @@ class Suite:
 
     # ------------------------------------------------------------ build
 
-    def build_phase(self, corpus) -> tuple[dict, dict]:
-        """Packs the corpus with every builder, round-robin over the runs.
+    def build_phase(self, corpus, runs: int) -> tuple[dict, dict]:
+        """Packs the corpus with every builder, round-robin over `runs` runs.
         Returns the results and {builder id: image path} of those that worked."""
         res = {b.id: {"label": b.label, "family": b.family, "samples": [], "error": None,
                       "skipped": b.why_not,
@@ -135,7 +143,7 @@ class Suite:
         os.makedirs(img_dir, exist_ok=True)
         warm = measure.run([["tar", "cf", "-", "-C", corpus.tree, "."], ["wc", "-c"]])
         log(f"  corpus read into the page cache in {warm.wall:.1f} s")
-        for run in range(self.args.runs):
+        for run in range(runs):
             for b in measure.round_robin(active, run):
                 if res[b.id]["error"]:
                     continue
@@ -156,7 +164,7 @@ class Suite:
                 os.replace(tmp, out)
                 images[b.id] = out
                 res[b.id]["samples"].append({**s.as_dict(), "size": size})
-                log(f"  run {run + 1}/{self.args.runs} {b.id:16} {size / 2**20:9.2f} MiB "
+                log(f"  run {run + 1}/{runs} {b.id:16} {size / 2**20:9.2f} MiB "
                     f"{s.wall:8.2f} s wall {s.cpu:8.2f} s cpu {s.rss_kib / 1024:7.0f} MiB rss")
         return res, images
 
@@ -322,12 +330,19 @@ def main(argv=None) -> int:
             corpus = corpora.prepare(name, args.quick, cache, log)
             log(f"== {corpus.label}: {corpus.stats['bytes'] / 2**20:.0f} MiB, "
                 f"{corpus.stats['entries']} entries")
+            made = {"command": results["command"],
+                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                        timespec="seconds"),
+                    "hoard_commit": results["machine"]["hoard_commit"]}
             c = results["corpora"][name] = {
                 "label": corpus.label, "stats": corpus.stats, "recipe": corpus.recipe,
-                "command": results["command"],
-                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "hoard_commit": results["machine"]["hoard_commit"]}
-            c["build"], images = suite.build_phase(corpus)
+                **made, "phases": {p: made for p in args.phases}}
+            if "build" in args.phases:
+                c["build"], images = suite.build_phase(corpus, args.runs)
+            else:
+                log(f"== {corpus.label}: images for {', '.join(args.phases)} (built once, "
+                    "not measured)")
+                _, images = suite.build_phase(corpus, 1)
             if "mount" in args.phases:
                 log(f"== {corpus.label}: mounts")
                 c["mount"] = suite.mount_phase(corpus, images)
@@ -356,7 +371,7 @@ def main(argv=None) -> int:
     if results["corpora"]:
         kept = report.merge_previous(results, args.out)
         if kept:
-            log(f"kept the earlier results of {', '.join(kept)} from {args.out}")
+            log(f"kept the earlier results of {'; '.join(kept)} from {args.out}")
         log(f"report: {report.write(results, args.out)}")
     return 0
 
