@@ -220,6 +220,9 @@ def merge_previous(results: dict, out_dir: str) -> list:
         elif name in whole:
             merged[name] = prev["corpora"][name]
     results["corpora"] = merged
+    if kept or whole:  # what the earlier run could not run, too
+        results["unavailable"] = {**prev.get("unavailable", {}),
+                                  **results.get("unavailable", {})}
     return kept + whole
 
 
