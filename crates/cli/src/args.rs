@@ -34,6 +34,40 @@ pub enum Command {
     Mount(MountArgs),
     /// Unmount a mounted image.
     Umount(UmountArgs),
+    /// Print the manifest of a tree, an image or a manifest file: one JSON
+    /// line per entry.
+    Manifest(ManifestArgs),
+    /// Compare two trees, images or manifest files entry by entry.
+    Diff(DiffArgs),
+}
+
+/// `hoard manifest`.
+#[derive(Debug, Args)]
+pub struct ManifestArgs {
+    /// A directory, an image or a manifest file.
+    pub path: PathBuf,
+    /// Where an image starts in its file: a byte offset or `auto`.
+    #[arg(short = 'O', long = "image-offset", default_value = "auto")]
+    pub offset: ImageOffset,
+}
+
+/// `hoard diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// A directory, an image or a manifest file.
+    pub first: PathBuf,
+    /// Another one, to compare with the first.
+    pub second: PathBuf,
+    /// Fields to leave out of the comparison, comma-separated: type, mode,
+    /// uid, gid, size, mtime, mtime_ns, nlink, link, target, rdev, sha256.
+    #[arg(long, value_name = "FIELDS")]
+    pub ignore: Vec<String>,
+    /// Print only the differences, no summary.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// Where an image starts in its file: a byte offset or `auto`.
+    #[arg(short = 'O', long = "image-offset", default_value = "auto")]
+    pub offset: ImageOffset,
 }
 
 /// `hoard mount`.

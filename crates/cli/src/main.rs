@@ -6,6 +6,7 @@
 mod args;
 mod cmd;
 mod compat;
+mod manifest;
 
 use std::process::ExitCode;
 

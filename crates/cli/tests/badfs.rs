@@ -62,15 +62,7 @@ fn run_limited(args: &[&str]) -> Outcome {
 }
 
 fn badfs_images() -> Vec<PathBuf> {
-    let Some(shared) = shared() else {
-        return Vec::new();
-    };
-    let mut v: Vec<PathBuf> = std::fs::read_dir(shared.join("dwarfs-images/badfs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    v
+    images("badfs")
 }
 
 /// Problems with one image, as lines of a report.

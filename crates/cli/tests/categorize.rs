@@ -93,9 +93,6 @@ fn assert_reads_back(image: &Path, manifest: &str) {
 
 #[test]
 fn categorized_images_read_back_and_use_flac_and_no_compression() {
-    if shared().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     tree(&src);
@@ -219,13 +216,12 @@ fn category_options_are_checked() {
 /// come out the same size as DwarFS's, and the tree reads back identical.
 #[test]
 fn dwarfs_categorized_tree_categorizes_alike() {
-    let Some(shared) = shared() else {
-        return;
-    };
     if !is_root() {
         return; // the tree has devices
     }
-    let theirs = shared.join("dwarfs-images/upstream/categorize.dwarfs");
+    let Some(theirs) = image("upstream", "categorize.dwarfs") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     let r = run(&[

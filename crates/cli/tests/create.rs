@@ -1,6 +1,6 @@
 //! `hoard create`: trees with every kind of entry and edge case pack and
 //! read back identical, through `hoard extract` and a FUSE mount, compared
-//! with `shared/tools/manifest.py`; builds are reproducible; failures and
+//! with `hoard manifest`; builds are reproducible; failures and
 //! interruptions leave no image behind.
 
 mod common;
@@ -191,7 +191,6 @@ fn collect_dirs(p: &Path, out: &mut Vec<PathBuf>) {
 
 /// The edge-case tree and its manifest, made once per test run.
 fn edge() -> Option<&'static (tempfile::TempDir, String)> {
-    shared()?;
     static TREE: OnceLock<(tempfile::TempDir, String)> = OnceLock::new();
     Some(TREE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
@@ -339,9 +338,6 @@ fn small_tree(root: &Path) {
 
 #[test]
 fn every_level_and_codec_round_trips() {
-    if shared().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
     small_tree(&tree);
@@ -394,9 +390,6 @@ fn every_level_and_codec_round_trips() {
 
 #[test]
 fn segmenting_stores_repeated_data_once() {
-    if shared().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
     small_tree(&tree);
@@ -436,9 +429,6 @@ fn builds_are_reproducible_whatever_the_thread_count() {
 
 #[test]
 fn source_date_epoch_clamps_every_time() {
-    if shared().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
     small_tree(&tree);
@@ -497,9 +487,6 @@ fn leftovers(dir: &Path) -> Vec<String> {
 
 #[test]
 fn failures_and_interruptions_leave_no_image() {
-    if shared().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
@@ -543,9 +530,6 @@ fn failures_and_interruptions_leave_no_image() {
 
 #[test]
 fn the_image_inside_its_input_is_left_out() {
-    if shared().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
     small_tree(&tree);
@@ -586,7 +570,7 @@ fn the_image_inside_its_input_is_left_out() {
 
 #[test]
 fn unreadable_files_are_skipped_with_exit_code_2() {
-    if shared().is_none() || !is_root() {
+    if !is_root() {
         eprintln!("note: needs root to run hoard as another user, skipping");
         return;
     }
@@ -630,9 +614,6 @@ fn unreadable_files_are_skipped_with_exit_code_2() {
 
 #[test]
 fn filters_select_entries() {
-    if shared().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
     write(&tree, "src/main.c", b"int main;\n");
@@ -668,9 +649,6 @@ fn filters_select_entries() {
 
 #[test]
 fn an_input_list_selects_paths() {
-    if shared().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
     small_tree(&tree);
@@ -690,9 +668,6 @@ fn an_input_list_selects_paths() {
 
 #[test]
 fn rewrite_recompresses_and_rebuilds_metadata() {
-    if shared().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
     small_tree(&tree);
@@ -804,9 +779,6 @@ fn oracle_compare(
 
 #[test]
 fn the_dwarfs_crate_reads_our_images() {
-    if shared().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
     edge_tree_with(&tree, false);

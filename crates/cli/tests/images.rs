@@ -1,4 +1,5 @@
-//! Every good DwarFS image in `../shared` extracts to exactly its manifest
+//! Every good DwarFS-made test image (the repository's, and `../shared`'s
+//! when present) extracts to exactly its manifest
 //! and passes `hoard check --full`.
 
 mod common;
@@ -66,8 +67,9 @@ fn misc_images_extract_exactly() {
 
 #[test]
 fn future_features_image_is_refused_by_name() {
-    let Some(shared) = shared() else { return };
-    let image = shared.join("dwarfs-images/misc/future-features.dwarfs");
+    let Some(image) = image("misc", "future-features.dwarfs") else {
+        return;
+    };
     for cmd in ["check", "info", "ls"] {
         let out = run(&[cmd, image.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(1), "{cmd}");
@@ -82,8 +84,9 @@ fn future_features_image_is_refused_by_name() {
 
 #[test]
 fn cat_prints_file_contents() {
-    let Some(shared) = shared() else { return };
-    let image = shared.join("dwarfs-images/compat/compat-v0.9.10.dwarfs");
+    let Some(image) = image("compat", "compat-v0.9.10.dwarfs") else {
+        return;
+    };
     let out = run(&["cat", image.to_str().unwrap(), "format.sh"]);
     assert!(
         out.status.success(),
@@ -106,8 +109,9 @@ fn cat_prints_file_contents() {
 
 #[test]
 fn checksums_match_manifest() {
-    let Some(shared) = shared() else { return };
-    let image = shared.join("dwarfs-images/upstream/default.dwarfs");
+    let Some(image) = image("upstream", "default.dwarfs") else {
+        return;
+    };
     let out = run(&["check", "--checksum=sha256", image.to_str().unwrap()]);
     assert!(
         out.status.success(),
@@ -147,8 +151,9 @@ fn checksums_match_manifest() {
 
 #[test]
 fn ls_long_lists_symlink_targets() {
-    let Some(shared) = shared() else { return };
-    let image = shared.join("dwarfs-images/upstream/default.dwarfs");
+    let Some(image) = image("upstream", "default.dwarfs") else {
+        return;
+    };
     let out = run(&["ls", "-lR", image.to_str().unwrap()]);
     assert!(
         out.status.success(),
@@ -165,8 +170,9 @@ fn ls_long_lists_symlink_targets() {
 
 #[test]
 fn a_closed_output_pipe_stops_quietly() {
-    let Some(shared) = shared() else { return };
-    let image = shared.join("dwarfs-images/upstream/default.dwarfs");
+    let Some(image) = image("upstream", "default.dwarfs") else {
+        return;
+    };
     let mut child = hoard()
         .args(["ls", "-lR", image.to_str().unwrap()])
         .stdout(std::process::Stdio::piped())

@@ -75,18 +75,17 @@ fn bad_image_fails_before_detaching() {
     if !fuse_available() {
         return;
     }
-    let Some(shared) = shared() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let image = shared.join("dwarfs-images/misc/future-features.dwarfs");
+    let image = image("misc", "future-features.dwarfs").unwrap();
     let out = run(&["mount", image.to_str().unwrap(), mnt.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("this-feature-will-never-exist"), "{err}");
     let missing = dir.path().join("missing");
-    let image = shared.join("dwarfs-images/compat/compat-v0.9.10.dwarfs");
+    let image = common::image("compat", "compat-v0.9.10.dwarfs").unwrap();
     let out = run(&["mount", image.to_str().unwrap(), missing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing"));
@@ -97,11 +96,10 @@ fn busy_mount_point_is_refused() {
     if !fuse_available() {
         return;
     }
-    let Some(shared) = shared() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let image = shared.join("dwarfs-images/compat/compat-v0.9.10.dwarfs");
+    let image = image("compat", "compat-v0.9.10.dwarfs").unwrap();
     let first = run(&["mount", image.to_str().unwrap(), mnt.to_str().unwrap()]);
     assert!(
         first.status.success(),

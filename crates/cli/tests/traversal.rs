@@ -8,10 +8,41 @@ use common::*;
 use hoard_format::section::{self, Compression, SectionType};
 use hoard_reader::{Filesystem, FsOptions, Image, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
-/// An image whose names table is stored as one plain buffer.
-fn source_image() -> Option<PathBuf> {
-    Some(shared()?.join("dwarfs-images/upstream/pack-none.dwarfs"))
+/// An image whose names table is stored as one plain buffer (`-P none`),
+/// made once per test run: `docs/readme`, `links/h1`, the symlink
+/// `links/rel` and the directory `links/sub`.
+fn source_image() -> PathBuf {
+    static IMAGE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, image) = IMAGE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(tree.join("docs")).unwrap();
+        std::fs::create_dir_all(tree.join("links/sub")).unwrap();
+        std::fs::write(tree.join("docs/readme"), b"read me\n").unwrap();
+        std::fs::write(tree.join("links/h1"), b"hard\n").unwrap();
+        std::fs::write(tree.join("links/sub/inner"), b"inner\n").unwrap();
+        std::os::unix::fs::symlink("h1", tree.join("links/rel")).unwrap();
+        let image = dir.path().join("source.dwarfs");
+        let out = run(&[
+            "create",
+            "-i",
+            tree.to_str().unwrap(),
+            "-o",
+            image.to_str().unwrap(),
+            "-P",
+            "none",
+            "--no-progress",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (dir, image)
+    });
+    image.clone()
 }
 
 /// Writes a copy of `image` to `out` with each `(old, new)` entry name
@@ -85,7 +116,7 @@ fn listing(dir: &Path) -> Vec<String> {
 }
 
 fn refuses_patched_image(renames: &[(&str, &str)], expect_in_error: &str) {
-    let Some(source) = source_image() else { return };
+    let source = source_image();
     let scratch = tempfile::tempdir().unwrap();
     let image = scratch.path().join("evil.dwarfs");
     patch_names(&source, renames, &image);
@@ -124,7 +155,7 @@ fn symlink_and_directory_with_one_name_are_refused() {
 
 #[test]
 fn existing_symlink_in_place_of_a_directory_is_not_followed() {
-    let Some(source) = source_image() else { return };
+    let source = source_image();
     let scratch = tempfile::tempdir().unwrap();
     let outside = scratch.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
@@ -145,7 +176,7 @@ fn existing_symlink_in_place_of_a_directory_is_not_followed() {
 
 #[test]
 fn existing_symlink_in_place_of_a_file_is_replaced() {
-    let Some(source) = source_image() else { return };
+    let source = source_image();
     let scratch = tempfile::tempdir().unwrap();
     let victim = scratch.path().join("victim");
     std::fs::write(&victim, b"precious").unwrap();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{images_dir, images_in, sections};
+use common::{images, sections};
 use hoard_codec::{decompress, uncompressed_size};
 use hoard_format::section::Compression;
 
@@ -12,11 +12,8 @@ const LIMIT: usize = 16 << 20;
 
 #[test]
 fn fuzzing_corpus_sections_never_panic() {
-    let Some(dir) = images_dir("badfs") else {
-        return;
-    };
     let mut n = 0;
-    for path in images_in(&dir) {
+    for path in images("badfs") {
         let file = std::fs::read(&path).unwrap();
         for s in sections(&file) {
             let _ = uncompressed_size(s.header.compression, s.payload);
@@ -32,10 +29,7 @@ fn fuzzing_corpus_sections_never_panic() {
 /// The smallest block payload of each algorithm in the upstream images.
 fn smallest_blocks() -> Vec<(Compression, Vec<u8>)> {
     let mut best: Vec<(Compression, Vec<u8>)> = Vec::new();
-    let Some(dir) = images_dir("upstream") else {
-        return best;
-    };
-    for path in images_in(&dir) {
+    for path in images("upstream") {
         let file = std::fs::read(&path).unwrap();
         for s in sections(&file) {
             let algo = s.header.compression;

@@ -7,19 +7,10 @@ use hoard_format::section::SectionType;
 use hoard_reader::source::Source;
 use hoard_reader::{check, Image, ImageOffset};
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Positions sampled in the block payloads, and again in the other payloads.
 const SAMPLES: usize = 100;
-
-/// `../shared/dwarfs-images` beside the checkout, if present.
-fn images_dir() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/dwarfs-images");
-    if !p.is_dir() {
-        eprintln!("note: {} not found, skipping", p.display());
-    }
-    p.is_dir().then_some(p)
-}
 
 /// A small deterministic generator (xorshift64*), so failures reproduce.
 struct Rng(u64);
@@ -100,24 +91,23 @@ fn missed_flips(image: &Path, seed: u64) -> Vec<String> {
 
 #[test]
 fn single_byte_flips_are_reported() {
-    let Some(dir) = images_dir() else { return };
-    let images = [
-        "upstream/default.dwarfs",
-        "upstream/l1-lz4.dwarfs",
-        "upstream/pack-all.dwarfs",
-        "upstream/no-index.dwarfs",
-        "upstream/categorize.dwarfs",
-        "compat/compat-v0.9.10.dwarfs",
-        "compat/compat-v0.6.2.dwarfs",
-    ];
+    let images: Vec<_> = [
+        ("upstream", "default.dwarfs"),
+        ("upstream", "l1-lz4.dwarfs"),
+        ("upstream", "pack-all.dwarfs"),
+        ("upstream", "no-index.dwarfs"),
+        ("upstream", "categorize.dwarfs"),
+        ("compat", "compat-v0.9.10.dwarfs"),
+        ("compat", "compat-v0.6.2.dwarfs"),
+    ]
+    .into_iter()
+    .filter_map(|(group, name)| hoard_testdata::image(group, name))
+    .collect();
     let missed: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = images
             .iter()
             .enumerate()
-            .map(|(i, path)| {
-                let path = dir.join(path);
-                s.spawn(move || missed_flips(&path, 0x9e37_79b9_7f4a_7c15 ^ i as u64))
-            })
+            .map(|(i, path)| s.spawn(move || missed_flips(path, 0x9e37_79b9_7f4a_7c15 ^ i as u64)))
             .collect();
         handles
             .into_iter()

@@ -5,21 +5,13 @@
 use hoard_format::metadata::{Metadata, Storage};
 use hoard_format::write::{encode_metadata, PackOptions};
 use hoard_reader::{Filesystem, FsOptions};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn images() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/dwarfs-images");
-    let mut out = Vec::new();
-    for group in ["compat", "upstream", "misc"] {
-        let Ok(dir) = std::fs::read_dir(root.join(group)) else {
-            eprintln!("note: {} missing, skipping", root.display());
-            return Vec::new();
-        };
-        out.extend(
-            dir.map(|e| e.unwrap().path())
-                .filter(|p| p.extension().is_some_and(|e| e == "dwarfs")),
-        );
-    }
+    let mut out: Vec<PathBuf> = ["compat", "upstream", "misc"]
+        .into_iter()
+        .flat_map(hoard_testdata::images)
+        .collect();
     out.sort();
     out
 }

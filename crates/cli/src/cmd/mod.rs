@@ -5,9 +5,11 @@ mod categorized;
 mod check;
 pub mod create;
 pub mod create_args;
+mod diff;
 mod extract;
 mod info;
 mod ls;
+mod manifest;
 mod mount;
 mod progress;
 mod rewrite;
@@ -36,6 +38,8 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
             Command::Extract(a) => extract::run(&a)?,
             Command::Mount(a) => mount::run(&a)?,
             Command::Umount(a) => mount::umount(&a)?,
+            Command::Manifest(a) => manifest::run(&a)?,
+            Command::Diff(a) => diff::run(&a)?,
         };
         if code != 0 {
             break;

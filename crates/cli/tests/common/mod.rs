@@ -1,39 +1,12 @@
-//! Helpers shared by the integration tests: where the shared test images
-//! are, how to run the `hoard` binary, and manifest comparison.
+//! Helpers shared by the integration tests: where the DwarFS-made test
+//! images are, how to run the `hoard` binary, and manifest comparison.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-/// `../shared` beside the checkout, if present.
-pub fn shared() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
-    if p.join("dwarfs-images").is_dir() {
-        Some(p.canonicalize().unwrap())
-    } else {
-        eprintln!("note: ../shared not found, skipping");
-        None
-    }
-}
-
-/// The images with a manifest in `shared/dwarfs-images/<group>`.
-pub fn images_with_manifest(group: &str) -> Vec<(PathBuf, PathBuf)> {
-    let Some(shared) = shared() else {
-        return Vec::new();
-    };
-    let mut out: Vec<(PathBuf, PathBuf)> =
-        std::fs::read_dir(shared.join("dwarfs-images").join(group))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "dwarfs"))
-            .filter_map(|p| {
-                let m = p.with_extension("manifest");
-                m.exists().then_some((p, m))
-            })
-            .collect();
-    out.sort();
-    out
-}
+#[allow(unused_imports)]
+pub use hoard_testdata::{image, images, images_with_manifest, shared, skipped};
 
 /// A `hoard` command.
 pub fn hoard() -> Command {
@@ -64,17 +37,12 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// The manifest of a tree, made by `shared/tools/manifest.py`.
+/// The manifest of a tree (or image), made by `hoard manifest`.
 pub fn manifest_of(root: &Path) -> String {
-    let script = shared().unwrap().join("tools/manifest.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(root)
-        .output()
-        .expect("run python3");
+    let out = run(&["manifest", root.to_str().unwrap()]);
     assert!(
         out.status.success(),
-        "manifest.py failed: {}",
+        "hoard manifest failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()

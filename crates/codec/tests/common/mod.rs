@@ -1,5 +1,5 @@
-//! Helpers shared by the integration tests: where the shared test images
-//! are, and a minimal walk over the sections of an image.
+//! Helpers shared by the integration tests: where the DwarFS-made test
+//! images are, and a minimal walk over the sections of an image.
 
 #![allow(dead_code)]
 
@@ -7,36 +7,11 @@ use hoard_format::section::{
     find_image_offset_in, parse_header, parse_version, HeaderLayout, SectionHeader,
     FILE_HEADER_SIZE,
 };
-use std::path::PathBuf;
 
 pub mod ricepp_encoder;
 
-/// `shared/dwarfs-images/<sub>` beside the checkout, or `None` (with a note
-/// on stderr) where that folder is absent.
-pub fn images_dir(sub: &str) -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/dwarfs-images"
-    ))
-    .join(sub);
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("note: {} is absent; skipping", dir.display());
-        None
-    }
-}
-
-/// The `*.dwarfs` files of a folder, sorted.
-pub fn images_in(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "dwarfs"))
-        .collect();
-    v.sort();
-    v
-}
+#[allow(unused_imports)]
+pub use hoard_testdata::{image, images, shared};
 
 /// One section of an image: its header and payload.
 pub struct Section<'a> {

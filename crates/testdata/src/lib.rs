@@ -1,0 +1,119 @@
+//! Where hoard's tests find DwarFS-made images.
+//!
+//! Two sets: the small one kept in the repository (`crates/testdata/images`,
+//! enough to test every format generation on a fresh clone) and the full one
+//! in `../shared/dwarfs-images` beside the checkout, used as well when it is
+//! there. A test that needs `../shared` and cannot find it records that it
+//! skipped, so that `scripts/test.sh` can say how much it left out.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The image groups: `compat`, `misc`, `upstream` and `badfs`.
+pub const GROUPS: [&str; 4] = ["compat", "misc", "upstream", "badfs"];
+
+/// The repository's own images.
+pub fn repo_images() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("images")
+}
+
+/// `../shared` beside the checkout, if present; when not, the calling test
+/// is recorded as having skipped what needs it.
+pub fn shared() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
+    if p.join("dwarfs-images").is_dir() {
+        Some(p.canonicalize().expect("canonical path of ../shared"))
+    } else {
+        skipped("../shared not found");
+        None
+    }
+}
+
+/// The `*.dwarfs` images of `group`: the repository's and, when present,
+/// those of `../shared` (which has every one of the repository's under the
+/// same name), sorted by name.
+pub fn images(group: &str) -> Vec<PathBuf> {
+    let mut by_name = BTreeMap::new();
+    let mut dirs = vec![repo_images().join(group)];
+    dirs.extend(shared().map(|s| s.join("dwarfs-images").join(group)));
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for path in entries.map(|e| e.expect("read image folder").path()) {
+            if path.extension().is_some_and(|e| e == "dwarfs") {
+                by_name.insert(path.file_name().unwrap().to_owned(), path);
+            }
+        }
+    }
+    by_name.into_values().collect()
+}
+
+/// The images of `group` that have a manifest beside them, with it.
+pub fn images_with_manifest(group: &str) -> Vec<(PathBuf, PathBuf)> {
+    images(group)
+        .into_iter()
+        .filter_map(|p| {
+            let m = p.with_extension("manifest");
+            m.exists().then_some((p, m))
+        })
+        .collect()
+}
+
+/// One image by group and file name, from either set (`None`, recorded as
+/// a skip, if it is only in `../shared` and that is absent).
+pub fn image(group: &str, name: &str) -> Option<PathBuf> {
+    let found = images(group)
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n == name));
+    if found.is_none() {
+        skipped(&format!("{group}/{name} is only in ../shared"));
+    }
+    found
+}
+
+/// Records that the running test left something out, and why: on stderr,
+/// and as a line in the file named by `HOARD_SKIP_LOG` when that is set.
+pub fn skipped(why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    eprintln!("note: {test}: skipped: {why}");
+    if let Some(log) = std::env::var_os("HOARD_SKIP_LOG") {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let _ = writeln!(f, "{test}: {why}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_repository_set_covers_every_group() {
+        for group in GROUPS {
+            assert!(
+                std::fs::read_dir(repo_images().join(group))
+                    .unwrap()
+                    .any(|e| e.unwrap().path().extension().is_some_and(|e| e == "dwarfs")),
+                "{group}"
+            );
+        }
+        assert!(image("compat", "compat-v0.2.0.dwarfs").is_some());
+        assert!(image("upstream", "default.dwarfs").is_some());
+    }
+
+    #[test]
+    fn images_are_listed_once_by_name() {
+        let all = images("compat");
+        let mut names: Vec<_> = all.iter().map(|p| p.file_name().unwrap()).collect();
+        names.dedup();
+        assert_eq!(names.len(), all.len());
+        assert!(images_with_manifest("compat").len() >= 12);
+    }
+}
