@@ -4,6 +4,7 @@
 //! that name) it accepts those tools' common options instead.
 
 mod args;
+mod checksum;
 mod cmd;
 mod compat;
 mod manifest;

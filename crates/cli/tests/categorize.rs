@@ -232,20 +232,16 @@ fn dwarfs_categorized_tree_categorizes_alike() {
     ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let manifest = manifest_of(&src);
-    let ours = dir.path().join("ours.dwarfs");
-    let r = run(&[
-        "create",
-        "-i",
-        src.to_str().unwrap(),
-        "-o",
-        ours.to_str().unwrap(),
-        "--categorize",
-        "--with-devices",
-        "--with-specials",
-        "--time-resolution=ns",
-        "--no-progress",
-    ]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let ours = create_image(
+        &src,
+        &dir.path().join("ours.dwarfs"),
+        &[
+            "--categorize",
+            "--with-devices",
+            "--with-specials",
+            "--time-resolution=ns",
+        ],
+    );
     assert_reads_back(&ours, &manifest);
     let (a, b) = (info(&theirs), info(&ours));
     for algo in ["flac", "ricepp"] {

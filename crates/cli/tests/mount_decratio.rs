@@ -51,24 +51,10 @@ fn packed_tree(dir: &Path) -> (PathBuf, PathBuf) {
         std::fs::write(tree.join(format!("{sub}/s{i}")), data).unwrap();
     }
     std::os::unix::fs::symlink("big/f0", tree.join("link")).unwrap();
-    let image = dir.join("tree.dwarfs");
-    let out = run(&[
-        "create",
-        "-i",
-        tree.to_str().unwrap(),
-        "-o",
-        image.to_str().unwrap(),
-        "-C",
-        "zstd:level=3",
-        "-S",
-        "22",
-        "--time-resolution=ns",
-        "--no-progress",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let image = create_image(
+        &tree,
+        &dir.join("tree.dwarfs"),
+        &["-C", "zstd:level=3", "-S", "22", "--time-resolution=ns"],
     );
     (tree, image)
 }

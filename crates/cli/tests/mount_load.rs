@@ -110,22 +110,7 @@ fn read_in_pieces(f: &mut std::fs::File, size: u64, rng: &mut Rng) -> Vec<u8> {
 
 /// Packs `tree` into `image` at level 1 (lz4, 1 MiB blocks).
 fn pack(tree: &Path, image: &Path) -> PathBuf {
-    let out = run(&[
-        "create",
-        "-i",
-        tree.to_str().unwrap(),
-        "-o",
-        image.to_str().unwrap(),
-        "-l",
-        "1",
-        "--no-progress",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    image.to_path_buf()
+    create_image(tree, image, &["-l", "1"])
 }
 
 /// Pseudo-random bytes, some of them repeated, so blocks compress a little.

@@ -24,22 +24,7 @@ fn source_image() -> PathBuf {
         std::fs::write(tree.join("links/h1"), b"hard\n").unwrap();
         std::fs::write(tree.join("links/sub/inner"), b"inner\n").unwrap();
         std::os::unix::fs::symlink("h1", tree.join("links/rel")).unwrap();
-        let image = dir.path().join("source.dwarfs");
-        let out = run(&[
-            "create",
-            "-i",
-            tree.to_str().unwrap(),
-            "-o",
-            image.to_str().unwrap(),
-            "-P",
-            "none",
-            "--no-progress",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let image = create_image(&tree, &dir.path().join("source.dwarfs"), &["-P", "none"]);
         (dir, image)
     });
     image.clone()

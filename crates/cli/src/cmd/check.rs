@@ -3,11 +3,11 @@
 //! 1 if there was any.
 
 use crate::args::{CheckArgs, ChecksumAlgo};
+use crate::checksum::file_checksum;
 use anyhow::Result;
 use hoard_reader::walk::{self, Node};
-use hoard_reader::{check, ContentPiece, FileKind, Filesystem, Image};
+use hoard_reader::{check, FileKind, Filesystem, Image};
 use rayon::prelude::*;
-use sha2::Digest;
 use std::io::Write;
 
 /// Runs the check (or the checksum listing).
@@ -85,52 +85,4 @@ fn print_checksums(fs: &Filesystem, algo: ChecksumAlgo) -> Result<u8> {
     }
     out.flush()?;
     Ok(0)
-}
-
-enum Hasher {
-    Sha256(sha2::Sha256),
-    Sha512(sha2::Sha512),
-    Xxh3(Box<xxhash_rust::xxh3::Xxh3>),
-}
-
-impl Hasher {
-    fn update(&mut self, data: &[u8]) {
-        match self {
-            Hasher::Sha256(h) => h.update(data),
-            Hasher::Sha512(h) => h.update(data),
-            Hasher::Xxh3(h) => h.update(data),
-        }
-    }
-
-    fn hex(self) -> String {
-        let bytes: Vec<u8> = match self {
-            Hasher::Sha256(h) => h.finalize().to_vec(),
-            Hasher::Sha512(h) => h.finalize().to_vec(),
-            Hasher::Xxh3(h) => h.digest128().to_be_bytes().to_vec(),
-        };
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
-
-fn file_checksum(fs: &Filesystem, ino: u32, algo: ChecksumAlgo) -> Result<String> {
-    let mut hasher = match algo {
-        ChecksumAlgo::Sha256 => Hasher::Sha256(sha2::Sha256::new()),
-        ChecksumAlgo::Sha512 => Hasher::Sha512(sha2::Sha512::new()),
-        ChecksumAlgo::Xxh3 => Hasher::Xxh3(Box::default()),
-    };
-    let zeros = [0u8; 65536];
-    fs.read_all(ino, |piece| {
-        match piece {
-            ContentPiece::Data(d) => hasher.update(d),
-            ContentPiece::Hole(mut n) => {
-                while n > 0 {
-                    let k = n.min(zeros.len() as u64) as usize;
-                    hasher.update(&zeros[..k]);
-                    n -= k as u64;
-                }
-            }
-        }
-        Ok(())
-    })?;
-    Ok(hasher.hex())
 }

@@ -2,11 +2,12 @@
 //! shows.
 
 use super::{Entry, Facts};
+use crate::args::ChecksumAlgo;
+use crate::checksum::file_checksum;
 use anyhow::{Context, Result};
 use hoard_reader::inode::{dev_major, dev_minor};
-use hoard_reader::{ContentPiece, FileKind, Filesystem};
+use hoard_reader::{FileKind, Filesystem};
 use rayon::prelude::*;
-use sha2::{Digest, Sha256};
 
 /// The manifest entries of the whole tree of `fs`, file contents hashed in
 /// parallel.
@@ -23,7 +24,8 @@ pub fn manifest(fs: &Filesystem) -> Result<Vec<Entry>> {
             };
             let sha256 = match node.kind {
                 FileKind::Regular => Some(
-                    sha256_of(fs, node.ino).with_context(|| format!("cannot read '{}'", show()))?,
+                    file_checksum(fs, node.ino, ChecksumAlgo::Sha256)
+                        .with_context(|| format!("cannot read '{}'", show()))?,
                 ),
                 _ => None,
             };
@@ -49,24 +51,4 @@ pub fn manifest(fs: &Filesystem) -> Result<Vec<Entry>> {
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(super::entries(facts))
-}
-
-/// SHA-256 of the contents of regular file `ino`, in hex.
-fn sha256_of(fs: &Filesystem, ino: u32) -> Result<String> {
-    let mut hasher = Sha256::new();
-    let zeros = [0u8; 1 << 16];
-    fs.read_all(ino, |piece| {
-        match piece {
-            ContentPiece::Data(bytes) => hasher.update(bytes),
-            ContentPiece::Hole(mut n) => {
-                while n > 0 {
-                    let k = n.min(zeros.len() as u64) as usize;
-                    hasher.update(&zeros[..k]);
-                    n -= k as u64;
-                }
-            }
-        }
-        Ok(())
-    })?;
-    Ok(super::hex(&hasher.finalize()))
 }

@@ -141,3 +141,24 @@ pub fn manifest_diff(expected: &str, actual: &str, how: Compare) -> String {
     }
     report
 }
+
+/// Packs `tree` into `image` with `hoard create` and `extra` options (no
+/// progress), asserting that it succeeds; returns `image`.
+pub fn create_image(tree: &Path, image: &Path, extra: &[&str]) -> std::path::PathBuf {
+    let mut args = vec![
+        "create",
+        "-i",
+        tree.to_str().unwrap(),
+        "-o",
+        image.to_str().unwrap(),
+        "--no-progress",
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "hoard create {extra:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    image.to_path_buf()
+}
