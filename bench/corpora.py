@@ -1,25 +1,29 @@
 """The corpora the suite packs: built once into the cache directory, reused.
 
-    rootfs    a copy of some of this machine's system directories (`cp -a`:
-              symlinks, hard links, modes and times kept), the "root file
-              system of an OS" case
-    versions  many release source trees of one project (Django sdists from
-              PyPI, sha256-checked, downloads cached), unpacked side by side:
-              the "1,000 Perl installations" case
-    small     a synthetic mix of edge cases: a zero file, random bytes, WAV
-              audio, text, duplicates, hard and symbolic links, a sparse
-              file, thousands of tiny files, a deep path, odd names
+    rootfs     a sample of this machine's /usr (programs, libraries, Python,
+               share/): files picked in the order of a seeded hash of their
+               path until a byte budget, copied with their directories,
+               symlinks, hard links, modes and times; the "root file system
+               of an OS" case, with little redundancy
+    versions   many release source trees of one project (Django sdists from
+               PyPI, sha256-checked, downloads cached), unpacked side by side:
+               the "1,000 Perl installations" case, very redundant
+    manyfiles  half a million files of 10-60 bytes in 500 directories,
+               generated from a seed: metadata, not data
+    small      a synthetic mix of edge cases: a zero file, random bytes, WAV
+               audio, text, duplicates, hard and symbolic links, a sparse
+               file, thousands of tiny files, a deep path, odd names
 
-`prepare(name, quick, cache)` returns a `Corpus` (its tree and statistics),
-building it first unless a stamp file of the same recipe says it is there.
-Each corpus has a full and a `--quick` size.
+`prepare(name, quick, cache, size=...)` returns a `Corpus` (its tree and
+statistics), building it first unless a stamp file of the same recipe says
+it is there. Each corpus has a full and a `--quick` size; rootfs (bytes)
+and manyfiles (files) also take any size.
 """
 
 from __future__ import annotations
 
 import array
 import dataclasses
-import glob
 import hashlib
 import json
 import math
@@ -34,7 +38,8 @@ import urllib.parse
 import urllib.request
 import wave
 
-NAMES = ("rootfs", "versions", "small")
+NAMES = ("rootfs", "versions", "manyfiles", "small")
+SIZED = ("rootfs", "manyfiles")  # the corpora `size` applies to
 MiB = 1 << 20
 GiB = 1 << 30
 
@@ -46,10 +51,12 @@ class Corpus:
     tree: str  # the directory to pack
     stats: dict  # entries, files, dirs, symlinks, hardlinks, bytes, ...
     recipe: dict  # what it was built from
+    variant: str = ""  # a size other than the usual one, e.g. "64 MiB"
 
     @property
     def label(self) -> str:
-        return self.name + (" (quick)" if self.quick else "")
+        return self.name + (f" ({self.variant})" if self.variant else
+                            " (quick)" if self.quick else "")
 
 
 def cache_dir() -> str:
@@ -61,17 +68,25 @@ def cache_dir() -> str:
     return os.path.abspath(d)
 
 
-def prepare(name: str, quick: bool, cache: str, log=print) -> Corpus:
-    """The corpus `name`, built into `cache` first if it is not there yet."""
+def prepare(name: str, quick: bool, cache: str, log=print, size: int | None = None) -> Corpus:
+    """The corpus `name`, built into `cache` first if it is not there yet.
+    `size` (rootfs: bytes; manyfiles: files) replaces the usual size; such a
+    corpus is cached apart from the usual one."""
+    if size is not None and name not in SIZED:
+        raise ValueError(f"corpus {name} has no size option")
     recipe = RECIPES[name](quick)
-    root = os.path.join(cache, "corpora", name + ("-quick" if quick else ""))
+    variant = ""
+    if size is not None:
+        recipe, variant = RESIZE[name](recipe, size)
+    suffix = "-" + re.sub(r"[ ,]", "", variant) if variant else "-quick" if quick else ""
+    root = os.path.join(cache, "corpora", name + suffix)
     stamp = os.path.join(root, "stamp.json")
     tree = os.path.join(root, "tree")
     if os.path.exists(stamp):
         with open(stamp) as f:
             done = json.load(f)
         if done.get("recipe") == recipe and os.path.isdir(tree):
-            return Corpus(name, quick, tree, done["stats"], recipe)
+            return Corpus(name, quick, tree, done["stats"], recipe, variant)
         log(f"corpus {name}: recipe changed, rebuilding")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
@@ -86,7 +101,15 @@ def prepare(name: str, quick: bool, cache: str, log=print) -> Corpus:
                    "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f, indent=1)
     log(f"corpus {name}: {stats['bytes'] / MiB:.0f} MiB in {stats['files']} files, "
         f"built in {time.monotonic() - t0:.0f} s")
-    return Corpus(name, quick, tree, stats, recipe)
+    return Corpus(name, quick, tree, stats, recipe, variant)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from '1536M', '2G', '800k' or a plain number."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:i?[bB])?\s*", text)
+    if not m:
+        raise ValueError(f"not a size: {text!r} (e.g. 64M, 2G)")
+    return int(float(m.group(1)) * {"": 1, "k": 1 << 10, "m": MiB, "g": GiB}[m.group(2).lower()])
 
 
 def tree_stats(tree: str) -> dict:
@@ -121,45 +144,73 @@ def tree_stats(tree: str) -> dict:
 # ---------------------------------------------------------------- rootfs
 
 def _rootfs_recipe(quick: bool) -> dict:
-    if quick:
-        return {"candidates": ["/usr/lib/python3*", "/usr/share/perl*", "/usr/share/vim",
-                               "/usr/include", "/usr/share/man"],
-                "target": 100 * MiB, "limit": 200 * MiB}
-    return {"candidates": ["/usr/lib/jvm", "/usr/share", "/usr/lib/python3*",
-                           "/usr/lib/x86_64-linux-gnu", "/usr/lib/gcc", "/usr/include",
-                           "/usr/bin", "/usr/sbin", "/usr/libexec", "/usr/lib"],
-            "target": 1536 * MiB, "limit": 3 * GiB}
+    return {"roots": ["/usr/bin", "/usr/sbin", "/usr/lib", "/usr/libexec", "/usr/include",
+                      "/usr/share"],
+            "target": (100 if quick else 1536) * MiB, "seed": 1}
+
+
+def _rootfs_resize(recipe: dict, size: int) -> tuple:
+    if size < 1:
+        raise ValueError("rootfs size must be positive")
+    return {**recipe, "target": size}, f"{size / MiB:g} MiB"
 
 
 def _build_rootfs(work: str, recipe: dict, cache: str, log) -> None:
-    """Copies candidate directories, in order, until `target` bytes; skips a
-    directory that would go past `limit`. One `cp -a --parents` for all, so
-    hard links between them are kept too."""
-    chosen, total = [], 0
-    for pattern in recipe["candidates"]:
-        for path in sorted(glob.glob(pattern)):
-            if total >= recipe["target"]:
-                break
-            if not os.path.isdir(path) or os.path.islink(path):
-                continue
-            if any(path == c or path.startswith(c + "/") or c.startswith(path + "/")
-                   for c in chosen):
-                continue  # nested in (or containing) a directory already chosen
-            size = tree_stats(path)["bytes"]
-            if total + size > recipe["limit"]:
-                log(f"  rootfs: skipping {path} ({size / MiB:.0f} MiB, over the limit)")
-                continue
-            chosen.append(path)
-            total += size
-    if not chosen:
-        raise RuntimeError("rootfs: none of the candidate directories exist")
-    log(f"  rootfs: copying {', '.join(chosen)} ({total / MiB:.0f} MiB)")
+    """Lists the regular files and symlinks under the roots (same file system
+    as each root), orders them by a seeded hash of their path — a fixed,
+    even spread over programs, libraries, Python, share/ — and takes them in
+    that order until `target` bytes, skipping those that would go past it (a
+    hard link's second name costs nothing).
+    They and their directories go over in one `tar` pipe: directories,
+    symlinks, hard links between the chosen names, modes and times kept."""
+    entries = []  # (hash key, path, bytes it adds, inode)
+    for top in recipe["roots"]:
+        if not os.path.isdir(top) or os.path.islink(top):
+            continue
+        dev = os.lstat(top).st_dev
+        for root, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if os.lstat(os.path.join(root, d)).st_dev == dev]
+            for name in files:
+                path = os.path.join(root, name)
+                st = os.lstat(path)
+                if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                    key = hashlib.sha256(f"{recipe['seed']}:{path}".encode(
+                        errors="surrogateescape")).digest()
+                    size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+                    entries.append((key, path, size, (st.st_dev, st.st_ino)))
+    if not entries:
+        raise RuntimeError(f"rootfs: nothing under {', '.join(recipe['roots'])}")
+    entries.sort()
+    chosen, seen, total = set(), set(), 0
+    for _, path, size, inode in entries:
+        if total >= recipe["target"]:
+            break
+        if size and inode in seen:
+            size = 0
+        if total + size > recipe["target"]:
+            continue  # too big for what is left: smaller ones fill it
+        seen.add(inode)
+        chosen.add(path)
+        total += size
+    names = set()
+    for path in chosen:  # each chosen path and its directories up to /
+        while path not in names and path != "/":
+            names.add(path)
+            path = os.path.dirname(path)
+    log(f"  rootfs: {len(chosen):,} of {len(entries):,} files and symlinks under "
+        f"{', '.join(recipe['roots'])}: {total / MiB:.0f} MiB")
     os.makedirs(work)
-    # Relative to /: coreutils 9.1's `cp --parents` trips over absolute sources.
-    subprocess.run(["cp", "-a", "--parents", *[c.lstrip("/") for c in chosen], work],
-                   cwd="/", check=True)
-    with open(os.path.join(os.path.dirname(work), "sources.txt"), "w") as f:
-        f.write("\n".join(chosen) + "\n")
+    listing = os.path.join(os.path.dirname(work), "sources.txt")
+    with open(listing, "wb") as f:
+        f.write(b"".join(os.fsencode(n.lstrip("/")) + b"\0" for n in sorted(names)))
+    # Relative to /, sorted so that each directory comes before its entries.
+    pack = subprocess.Popen(["tar", "-C", "/", "--no-recursion", "--null", "-T", listing,
+                             "-cf", "-"], stdout=subprocess.PIPE)
+    unpack = subprocess.run(["tar", "-C", work, "-xpf", "-"], stdin=pack.stdout)
+    pack.stdout.close()
+    if pack.wait() != 0 or unpack.returncode != 0:
+        raise RuntimeError(f"rootfs: copying with tar failed (exit {pack.returncode}, "
+                           f"{unpack.returncode})")
 
 
 # ---------------------------------------------------------------- versions
@@ -247,6 +298,42 @@ def _build_versions(work: str, recipe: dict, cache: str, log) -> None:
         # GNU tar refuses absolute and ../ member names; one top directory is stripped.
         subprocess.run(["tar", "-xzf", archive, "-C", dest, "--strip-components=1",
                         "--no-same-owner"], check=True)
+
+
+# ---------------------------------------------------------------- manyfiles
+
+def _manyfiles_recipe(quick: bool) -> dict:
+    return {"files": 50_000 if quick else 500_000, "dirs": 500, "min_bytes": 10,
+            "max_bytes": 60, "seed": 1}
+
+
+def _manyfiles_resize(recipe: dict, files: int) -> tuple:
+    if files < 1:
+        raise ValueError("manyfiles needs at least one file")
+    # 500 directories, or fewer for a small count (at least 10 files each)
+    dirs = max(1, min(recipe["dirs"], files // 10))
+    return {**recipe, "files": files, "dirs": dirs}, f"{files:,} files"
+
+
+def _build_manyfiles(work: str, recipe: dict, cache: str, log) -> None:
+    """`files` files of `min_bytes`..`max_bytes` bytes, spread evenly over
+    `dirs` directories: lines of words and numbers, as in small
+    configuration or data files, drawn from a seeded generator."""
+    rng = random.Random(recipe["seed"])
+    files, dirs = recipe["files"], recipe["dirs"]
+    os.makedirs(work)
+    for i in range(files):
+        d = i * dirs // files
+        if i == 0 or d != (i - 1) * dirs // files:
+            os.makedirs(os.path.join(work, f"d{d:03}"))
+        size = rng.randint(recipe["min_bytes"], recipe["max_bytes"])
+        text = ""
+        while len(text) < size:
+            text += f"{rng.choice(WORDS)}={rng.randrange(1 << rng.choice((4, 8, 16, 32)))}\n"
+        with open(os.path.join(work, f"d{d:03}", f"f{i:06}"), "w") as f:
+            f.write(text[:size - 1] + "\n")
+        if i % 100_000 == 99_999:
+            log(f"  manyfiles: {i + 1:,} of {files:,} files")
 
 
 # ---------------------------------------------------------------- small
@@ -374,5 +461,8 @@ def _write_wav(path: str, seconds: int, rng: random.Random) -> None:
             w.writeframes(sec.tobytes())
 
 
-RECIPES = {"rootfs": _rootfs_recipe, "versions": _versions_recipe, "small": _small_recipe}
-BUILDERS = {"rootfs": _build_rootfs, "versions": _build_versions, "small": _build_small}
+RECIPES = {"rootfs": _rootfs_recipe, "versions": _versions_recipe,
+           "manyfiles": _manyfiles_recipe, "small": _small_recipe}
+RESIZE = {"rootfs": _rootfs_resize, "manyfiles": _manyfiles_resize}
+BUILDERS = {"rootfs": _build_rootfs, "versions": _build_versions,
+            "manyfiles": _build_manyfiles, "small": _build_small}

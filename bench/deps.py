@@ -3,6 +3,8 @@
 `install()` installs the Debian packages of missing programs with apt-get
 when running as root (squashfs-tools, erofs-utils, squashfuse, fio, zstd,
 fuse3, and erofsfuse where the archive has it); otherwise it names them.
+`setup_dwarfs()` runs the `setup.sh` beside a DwarFS bin/ directory (the
+reference build's: it installs the shared libraries its tools need).
 `build_hoard()` runs `cargo build --release --locked -p hoard-cli`.
 """
 
@@ -46,6 +48,18 @@ def _has_candidate(package: str) -> bool:
     r = subprocess.run(["apt-cache", "policy", package], capture_output=True, text=True)
     return any(line.strip().startswith("Candidate:") and "(none)" not in line
                for line in r.stdout.splitlines())
+
+
+def setup_dwarfs(bin_dir: str, log) -> None:
+    """Runs `bin_dir`/../setup.sh when there is one (idempotent: it returns
+    at once when the tools already run)."""
+    script = os.path.join(os.path.dirname(bin_dir), "setup.sh")
+    if not os.path.isfile(script):
+        return
+    r = subprocess.run([script], capture_output=True, text=True)
+    if r.returncode != 0:
+        why = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        log(f"{script} failed: {why}")
 
 
 def build_hoard(repo: str, log) -> str | None:

@@ -71,9 +71,9 @@ def probe(items: list, programs) -> None:
     fs = _kernel_filesystems()
     for d in items:
         if not programs.find("hoard" if d.family == "hoard" else d.program):
-            d.why_not = f"{os.path.basename(d.program)} not found"
-            if d.id == "dwarfs":
-                d.why_not += " (DwarFS is not packaged for Debian 12)"
+            name = os.path.basename(d.program)
+            d.why_not = (f"{name}: {programs.why[name]}" if name in programs.why
+                         else f"{name} not found")
             if d.id == "erofsfuse":
                 d.why_not += " (not packaged for Debian 12)"
         elif not d.kernel and not os.path.exists("/dev/fuse"):

@@ -4,6 +4,9 @@ charts, one set of tables per corpus) and one SVG chart per metric.
 Each figure is the median of the runs, with the spread (min–max) in
 brackets and the ratio against hoard's default (`hoard -l7` for builds,
 `hoard mount` of that image for reads, `hoard extract` for extraction).
+Each corpus also gets a "hoard / DwarFS" table: every figure of hoard over
+the same figure of DwarFS 0.15.3 (each level against mkdwarfs at that
+level, extraction against dwarfsextract, the mount against dwarfs).
 """
 
 from __future__ import annotations
@@ -16,9 +19,14 @@ import measure
 import svg
 
 MiB = 1 << 20
-ORDER = ["rootfs", "versions", "small"]
+ORDER = ["rootfs", "versions", "manyfiles", "small"]
 PHASES = ["build", "mount", "extract"]
 REFERENCE = {"build": "hoard-l7", "mount": "hoard-mount", "extract": "hoard-extract"}
+VERSUS = [  # (phase, hoard's id, DwarFS's id): the pairs of the hoard / DwarFS table
+    ("build", "hoard-l1", "mkdwarfs-l1"), ("build", "hoard-l7", "mkdwarfs-l7"),
+    ("build", "hoard-l9", "mkdwarfs-l9"), ("extract", "hoard-extract", "dwarfsextract"),
+    ("mount", "hoard-mount", "dwarfs"),
+]
 
 
 @dataclasses.dataclass
@@ -92,9 +100,10 @@ def tables(name: str, corpus: dict, unavailable: dict) -> list:
     """Markdown lines: one table per phase of one corpus."""
     st = corpus["stats"]
     lines = [f"### {corpus['label']}", "",
-             f"{st['bytes'] / MiB:,.0f} MiB in {st['files']:,} files, {st['dirs']:,} directories, "
+             f"{num(st['bytes'] / MiB)} MiB in {st['files']:,} files, {st['dirs']:,} directories, "
              f"{st['symlinks']:,} symlinks, {st['hardlinks']:,} extra hard links "
              f"({_recipe_text(name, corpus['recipe'])}).", ""]
+    lines += versus_dwarfs(corpus)
     for phase, first in (("build", "Builder"), ("mount", "Driver (image)"),
                          ("extract", "Extractor (image)")):
         entries = corpus.get(phase)
@@ -132,11 +141,71 @@ def tables(name: str, corpus: dict, unavailable: dict) -> list:
     return lines
 
 
+def versus_dwarfs(corpus: dict) -> list:
+    """Markdown lines: the "hoard / DwarFS" table of one corpus, one row per
+    figure that both measured, with both medians and their ratio; the pairs
+    it could not compare are named under it."""
+    rows, missing = [], []
+    for phase, ours, theirs in VERSUS:
+        entries = corpus.get(phase) or {}
+        a, b = entries.get(ours), entries.get(theirs)
+        if not (a and a.get("samples")) or not (b and b.get("samples")):
+            if a or b:
+                missing.append(f"`{ours}` ({_why_no_figure(a)}) / `{theirs}` "
+                               f"({_why_no_figure(b)})")
+            continue
+        pair = f"{_with_image(a)} / {_with_image(b)}"
+        for m in (m for m in METRICS if m.phase == phase):
+            x, y = summarize(a, m), summarize(b, m)
+            if x is None and y is None:
+                continue
+            ratio = x["median"] / y["median"] if x and y and y["median"] else None
+            better = "–" if ratio is None else "=" if round(ratio, 2) == 1 else (
+                "hoard" if (ratio < 1) == (m.better == "lower") else "DwarFS")
+            rows.append([pair, f"{m.title} ({m.unit})", num(x and x["median"]),
+                         num(y and y["median"]), f"**{ratio:.2f}**" if ratio else "–", better])
+            pair = ""  # the pair is named on its first row only
+    if not rows and not missing:
+        return []
+    lines = ["hoard / DwarFS 0.15.3: hoard's median over DwarFS's (below 1 is better for hoard, "
+             "except for fio, where higher is better); `better` names the winner.", ""]
+    if rows:
+        lines += ["| hoard / DwarFS | Figure | hoard | DwarFS | ratio | better |",
+                  "|---|---|---|---|---|---|"]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+        lines.append("")
+    if missing:
+        lines += [f"- not compared: {', '.join(missing)}", ""]
+    return lines
+
+
+def _with_image(e: dict) -> str:
+    return e["label"] + (f" ({e['image']})" if e.get("image") else "")
+
+
+def _why_no_figure(e: dict | None) -> str:
+    if not e:
+        return "not run"
+    if e.get("samples"):
+        return "measured"
+    if e.get("error"):
+        return "failed"
+    if e.get("skipped"):
+        return f"skipped: {e['skipped']}"
+    return "no figure"
+
+
 def _recipe_text(name: str, r: dict) -> str:
     if name == "versions":
         return f"{r['count']} {r['project']} releases from PyPI"
+    if name == "rootfs" and "roots" in r:
+        return (f"{r['target'] / MiB:,.0f} MiB of this machine's {', '.join(r['roots'])}, "
+                f"files picked by a hash of their path (seed {r['seed']})")
     if name == "rootfs":
         return "copied from this machine's " + ", ".join(r["candidates"]) + " (as far as needed)"
+    if name == "manyfiles":
+        return (f"{r['files']:,} files of {r['min_bytes']}–{r['max_bytes']} bytes in "
+                f"{r['dirs']} directories (seed {r['seed']})")
     if name == "small":
         return (f"{r['zeros'] // MiB} MiB zeros, {r['random'] // MiB} MiB random, "
                 f"{r['wav_files']} WAV files, {r['tiny_files']:,} tiny files, "

@@ -56,6 +56,12 @@ def parse_args(argv=None):
                    help="small corpora, one run (minutes, not hours)")
     p.add_argument("--corpus", nargs="+", choices=corpora.NAMES, default=list(corpora.NAMES),
                    help="corpora to run (default: all)")
+    p.add_argument("--rootfs-size", default=None, metavar="SIZE",
+                   help="bytes of /usr the rootfs corpus takes, e.g. 64M or 2G (default 1536M; "
+                   "quick 100M); the report goes to doc/bench/quick unless --out")
+    p.add_argument("--many-files", type=int, default=None, metavar="N",
+                   help="files in the manyfiles corpus (default 500000; quick 50000); "
+                   "the report goes to doc/bench/quick unless --out")
     p.add_argument("--tools", default=None,
                    help="comma-separated ids or families to run (default: all found)")
     p.add_argument("--phases", default=",".join(PHASES),
@@ -70,7 +76,11 @@ def parse_args(argv=None):
     p.add_argument("--hoard", default=None, help="use this hoard binary (no cargo build)")
     p.add_argument("--no-build", action="store_true",
                    help="use target/release/hoard as it is (no cargo build)")
-    p.add_argument("--no-install", action="store_true", help="do not apt-get install anything")
+    p.add_argument("--dwarfs-bin", default=None, metavar="DIR",
+                   help="directory of DwarFS's mkdwarfs, dwarfs and dwarfsextract (default "
+                   "$DWARFS_BIN, else ../shared/anchors/dwarfs-0.15.3/bin beside the checkout)")
+    p.add_argument("--no-install", action="store_true",
+                   help="do not apt-get install anything (nor run DwarFS's setup.sh)")
     p.add_argument("--timeout", type=int, default=None,
                    help="seconds before one command is killed (default 3600; quick 600)")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (images)")
@@ -83,8 +93,17 @@ def parse_args(argv=None):
     bad = set(a.phases) - set(PHASES)
     if bad:
         p.error(f"unknown phase: {', '.join(sorted(bad))}")
+    try:
+        a.sizes = {"rootfs": corpora.parse_size(a.rootfs_size) if a.rootfs_size else None,
+                   "manyfiles": a.many_files}
+    except ValueError as e:
+        p.error(str(e))
+    if a.many_files is not None and a.many_files < 1:
+        p.error("--many-files must be at least 1")
+    sized = any(v is not None for v in a.sizes.values())
     if a.out is None:
-        a.out = os.path.join(a.repo, "doc", "bench", "quick" if a.quick else "")
+        a.out = os.path.join(a.repo, "doc", "bench", "quick" if a.quick or sized else "")
+    a.dwarfs_bin = os.path.abspath(a.dwarfs_bin) if a.dwarfs_bin else tools.dwarfs_dir(a.repo)
     return a
 
 
@@ -95,7 +114,7 @@ class Suite:
         self.args = args
         self.scratch = scratch
         self.logs = logs  # each command's stderr, kept after the run
-        self.programs = tools.Programs(hoard)
+        self.programs = tools.Programs(hoard, args.dwarfs_bin)
         self.extractors = tools.select(tools.extractors(self.programs), args.tools)
         self.drivers = tools.select(mounts.drivers(hoard), args.tools)
         self.builders = tools.builders(self.programs)
@@ -115,6 +134,7 @@ class Suite:
             "cold": cold, "fio": bool(self.programs.find("fio")),
             "fio_io_size": {"4k": "16m" if q else "128m", "64k": "128m" if q else "1g"},
             "builds_start": "corpus in the page cache (read once before the builds)",
+            "dwarfs_bin": args.dwarfs_bin,
         }
         os.makedirs(self.logs, exist_ok=True)
 
@@ -310,6 +330,7 @@ def main(argv=None) -> int:
     try:
         if not args.no_install:
             deps.install(log)
+            deps.setup_dwarfs(args.dwarfs_bin, log)
         hoard = _hoard_binary(args, scratch)
         logs = os.path.join(cache, "logs", started.strftime("%Y%m%d-%H%M%S"))
         suite = Suite(args, hoard, scratch, logs)
@@ -322,12 +343,12 @@ def main(argv=None) -> int:
         results["settings"] = suite.settings
         results["unavailable"] = suite.unavailable()
         results["versions"] = {n: tools.version(suite.programs, n) for n in
-                               ("hoard", "mkdwarfs", "dwarfs", "mksquashfs", "mkfs.erofs",
-                                "squashfuse", "erofsfuse", "zstd", "tar", "fio")}
+                               ("hoard", "mkdwarfs", "dwarfs", "dwarfsextract", "mksquashfs",
+                                "mkfs.erofs", "squashfuse", "erofsfuse", "zstd", "tar", "fio")}
         for tid, why in results["unavailable"].items():
             log(f"skipping {tid}: {why}")
         for name in args.corpus:
-            corpus = corpora.prepare(name, args.quick, cache, log)
+            corpus = corpora.prepare(name, args.quick, cache, log, size=args.sizes.get(name))
             log(f"== {corpus.label}: {corpus.stats['bytes'] / 2**20:.0f} MiB, "
                 f"{corpus.stats['entries']} entries")
             made = {"command": results["command"],

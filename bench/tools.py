@@ -53,25 +53,64 @@ class Extractor:
         return self.commands(image, dest, threads)
 
 
-class Programs:
-    """Where the programs are: hoard's binary is given, the rest come from
-    PATH. DwarFS's names count only if they are not hoard under another name
-    (hoard answers to dwarfs/dwarfsck/dwarfsextract when symlinked so)."""
+DWARFS_TOOLS = ("mkdwarfs", "dwarfs", "dwarfsextract", "dwarfsck")
+DWARFS_ANCHOR = os.path.join("shared", "anchors", "dwarfs-0.15.3", "bin")
 
-    def __init__(self, hoard: str | None):
+
+def dwarfs_dir(repo: str) -> str:
+    """Where DwarFS's tools are: $DWARFS_BIN when set, else the reference
+    build beside the checkout, ../shared/anchors/dwarfs-0.15.3/bin."""
+    return os.path.abspath(os.environ.get("DWARFS_BIN")
+                           or os.path.join(os.path.dirname(os.path.abspath(repo)),
+                                           DWARFS_ANCHOR))
+
+
+class Programs:
+    """Where the programs are: hoard's binary is given, DwarFS's come from
+    `dwarfs_bin` only (never PATH), the rest from PATH. A DwarFS tool counts
+    only if it is not hoard under another name (hoard answers to mkdwarfs,
+    dwarfs, dwarfsck and dwarfsextract when linked so) and its `--help`
+    banner names it with a version, as DwarFS's do ("mkdwarfs (v0.15.3 ...")."""
+
+    def __init__(self, hoard: str | None, dwarfs_bin: str | None = None):
         self.hoard = hoard
+        self.dwarfs_bin = dwarfs_bin
         self._cache = {}
+        self.why = {}  # program name -> why it was not taken, for DwarFS's
 
     def find(self, name: str) -> str | None:
         if name == "hoard":
             return self.hoard if self.hoard and os.access(self.hoard, os.X_OK) else None
         if name not in self._cache:
-            path = shutil.which(name)
-            if path and name in ("mkdwarfs", "dwarfs", "dwarfsextract", "dwarfsck"):
-                if os.path.basename(os.path.realpath(path)).startswith("hoard"):
-                    path = None
+            if name in DWARFS_TOOLS:
+                path, why = self._find_dwarfs(name)
+                if why:
+                    self.why[name] = why
+            else:
+                path = shutil.which(name)
             self._cache[name] = path
         return self._cache[name]
+
+    def _find_dwarfs(self, name: str) -> tuple:
+        """(path, None) of DwarFS's tool `name`, or (None, why not)."""
+        if not self.dwarfs_bin:
+            return None, "no DwarFS directory given"
+        path = os.path.join(self.dwarfs_bin, name)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            return None, f"not in {self.dwarfs_bin} (set $DWARFS_BIN)"
+        real = os.path.realpath(path)
+        if os.path.basename(real).startswith("hoard") or (
+                self.hoard and os.path.exists(self.hoard) and os.path.samefile(real, self.hoard)):
+            return None, f"{path} is hoard, not DwarFS"
+        try:
+            r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return None, f"{path} does not run ({e})"
+        banner = re.search(rf"^\s*{re.escape(name)} \(v\d[^)]*\)", r.stdout + r.stderr, re.M)
+        if r.returncode != 0 or not banner:
+            last = (r.stderr.strip().splitlines() or ["no DwarFS banner in --help"])[-1]
+            return None, f"{path} is not a working DwarFS tool ({last[:120]})"
+        return path, None
 
     def hoard_can_create(self) -> bool:
         """Whether this hoard binary has the `create` command yet."""
@@ -92,6 +131,7 @@ class Programs:
 def builders(p: Programs) -> list:
     """Every image builder the suite knows, in table order."""
     hoard = p.hoard or "hoard"
+    mkdwarfs = p.find("mkdwarfs") or "mkdwarfs"
     out = []
     for level in (1, 7, 9):
         out.append(Builder(
@@ -102,7 +142,7 @@ def builders(p: Programs) -> list:
     for level in (1, 7, 9):
         out.append(Builder(
             f"mkdwarfs-l{level}", "dwarfs", f"mkdwarfs -l{level}",
-            lambda s, o, n, level=level: [["mkdwarfs", "-i", s, "-o", o, "-l", str(level),
+            lambda s, o, n, level=level: [[mkdwarfs, "-i", s, "-o", o, "-l", str(level),
                                            "-N", str(n), "--no-progress"]],
             ("mkdwarfs",)))
     for comp, args in (("zstd22", ["-comp", "zstd", "-Xcompression-level", "22"]),
@@ -132,11 +172,12 @@ def builders(p: Programs) -> list:
 def extractors(p: Programs) -> list:
     """Every extractor the suite knows, in table order."""
     hoard = p.hoard or "hoard"
+    dwarfsextract = p.find("dwarfsextract") or "dwarfsextract"
     return [
         Extractor("hoard-extract", "hoard", "hoard extract", ("hoard-l7",),
                   lambda i, d, n: [[hoard, "extract", i, "-o", d, "-n", str(n)]], ("hoard",)),
         Extractor("dwarfsextract", "dwarfs", "dwarfsextract", ("mkdwarfs-l7", "hoard-l7"),
-                  lambda i, d, n: [["dwarfsextract", "-i", i, "-o", d, "-n", str(n)]],
+                  lambda i, d, n: [[dwarfsextract, "-i", i, "-o", d, "-n", str(n)]],
                   ("dwarfsextract",), makes_dest=False),
         Extractor("unsquashfs", "squashfs", "unsquashfs", ("squashfs-zstd22",),
                   lambda i, d, n: [["unsquashfs", "-d", d, "-n", "-q", "-p", str(n), i]],
@@ -157,9 +198,8 @@ def probe(items: list, p: Programs) -> None:
     for t in items:
         missing = [n for n in t.needs if not p.find(n)]
         if missing:
-            t.why_not = f"{', '.join(missing)} not found"
-            if "mkdwarfs" in missing or "dwarfsextract" in missing:
-                t.why_not += " (DwarFS is not packaged for Debian 12)"
+            t.why_not = "; ".join(f"{n}: {p.why[n]}" if n in p.why else f"{n} not found"
+                                  for n in missing)
             continue
         if t.id.startswith("hoard-l"):
             if can_create is None:
