@@ -15,7 +15,7 @@ dwarfs_bin=../shared/anchors/dwarfs-0.15.3/bin
 
 scripts/install-deps.sh
 cargo build --release --locked -p hoard-cli
-hoard=target/release/hoard
+hoard=${CARGO_TARGET_DIR:-target}/release/hoard
 work=$(mktemp -d)
 cleanup() {
   fusermount3 -u "$work/mnt" 2>/dev/null || true
