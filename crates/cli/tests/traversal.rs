@@ -35,7 +35,7 @@ fn source_image() -> PathBuf {
 /// index.
 fn patch_names(image: &Path, renames: &[(&str, &str)], out: &Path) {
     let fs = Filesystem::open(image, &FsOptions::default()).unwrap();
-    let names = &fs.metadata().names;
+    let names = &fs.metadata().unwrap().names;
     let img = Image::open(image, &OpenOptions::default()).unwrap();
     let file = std::fs::read(image).unwrap();
     let mut result = Vec::new();

@@ -17,6 +17,7 @@
 use crate::thrift::{self, Value};
 use crate::{corrupt, Result};
 use std::collections::HashMap;
+use std::ops::Range;
 
 /// How a layout stores its value.
 #[derive(Debug, Clone, Default)]
@@ -248,20 +249,132 @@ impl<'a> View<'a> {
 
     /// Reads a string's bytes.
     pub fn bytes(&self) -> Result<&'a [u8]> {
+        let range = self.byte_range()?;
+        Ok(&self.data[range])
+    }
+
+    /// Where a string's bytes lie in the data (checked to be inside it).
+    pub fn byte_range(&self) -> Result<Range<usize>> {
         if !self.is_present() {
-            return Ok(&[]);
+            return Ok(0..0);
         }
         let distance = self.field(1).uint()?;
         let count = self.field(2).uint()?;
         let start = self.storage.checked_add(distance);
         let end = start.and_then(|s| s.checked_add(count));
         match (start, end) {
-            (Some(s), Some(e)) if e <= self.data.len() as u64 => Ok(&self.data[s as usize..e as usize]),
+            (Some(s), Some(e)) if e <= self.data.len() as u64 => Ok(s as usize..e as usize),
             _ => Err(corrupt!(
                 "metadata: string of {count} bytes at {distance} past byte {} lies outside the data",
                 self.storage
             )),
         }
+    }
+}
+
+/// Where an integer lies in each item of a list: its bit offset in the
+/// item and its width. A field the schema leaves out reads as zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IntField {
+    offset: u32,
+    bits: u32,
+}
+
+impl IntField {
+    /// The integer `view` (an item of a list of `stride`-bit items, or a
+    /// field of one) of at most `max_bits` bits, checked to lie inside its item.
+    fn of(view: &View<'_>, stride: u64, max_bits: u32) -> Result<Self> {
+        let Some(layout) = view.layout else {
+            return Ok(IntField::default());
+        };
+        if !layout.fields.is_empty() {
+            return Err(corrupt!("metadata: expected an integer, found a structure"));
+        }
+        if layout.bits > max_bits {
+            return Err(corrupt!(
+                "metadata: a {}-bit value where at most {max_bits} bits fit",
+                layout.bits
+            ));
+        }
+        if view.bit + u64::from(layout.bits) > stride {
+            return Err(corrupt!(
+                "metadata: a field at bit {} of {} bits lies outside its {stride}-bit item",
+                view.bit,
+                layout.bits
+            ));
+        }
+        Ok(IntField {
+            offset: view.bit as u32,
+            bits: layout.bits,
+        })
+    }
+}
+
+/// A list inside frozen data by position only, so that it can be kept
+/// beside the data it lies in: items are read in place with [`Packed::get`],
+/// without decoding the whole list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Packed {
+    /// Byte where the items start.
+    storage: u64,
+    count: u64,
+    stride: u64,
+}
+
+impl Packed {
+    /// Number of items.
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Byte of the data where the items start (strings of a list of
+    /// strings lie at their distance from it).
+    pub fn storage(&self) -> u64 {
+        self.storage
+    }
+
+    /// Field `field` of item `i`, read from `data` (the data the list was
+    /// found in). An item past the end reads as zero: callers check `i`
+    /// against [`len`](Self::len) and report it; this never panics.
+    #[inline]
+    pub fn get(&self, data: &[u8], i: u64, field: IntField) -> u64 {
+        if i >= self.count || field.bits == 0 {
+            return 0;
+        }
+        // Within the bounds `View::list` checked, by construction of
+        // `IntField::of` and the test above.
+        let pos = self.storage * 8 + i * self.stride + u64::from(field.offset);
+        read_bits(data, pos, field.bits)
+    }
+
+    /// Items `0..len` of a list of plain integers, decoded into a vector.
+    pub fn to_vec(&self, data: &[u8], field: IntField) -> Vec<u64> {
+        (0..self.count).map(|i| self.get(data, i, field)).collect()
+    }
+}
+
+/// `bits` (1 to 64) bits of `data` from bit `pos`, least significant first;
+/// bits past the end of `data` read as zero.
+#[inline]
+fn read_bits(data: &[u8], pos: u64, bits: u32) -> u64 {
+    let byte = usize::try_from(pos / 8).unwrap_or(usize::MAX);
+    let shift = (pos % 8) as u32;
+    let mut buf = [0u8; 16];
+    let need = (shift + bits).div_ceil(8) as usize;
+    if let Some(src) = data.get(byte..) {
+        let n = src.len().min(need);
+        buf[..n].copy_from_slice(&src[..n]);
+    }
+    let v = (u128::from_le_bytes(buf) >> shift) as u64;
+    if bits >= 64 {
+        v
+    } else {
+        v & ((1u64 << bits) - 1)
     }
 }
 
@@ -292,10 +405,29 @@ impl<'a> List<'a> {
         }
     }
 
-    /// All items, mapped by `f`, refusing lists longer than `limit`.
-    /// Items that take no bits carry no data, so their number is further
-    /// bounded by the size of the data.
-    pub fn map<T>(&self, limit: u64, f: impl Fn(View<'a>) -> Result<T>) -> Result<Vec<T>> {
+    /// The list by position, for reading items in place.
+    pub fn packed(&self) -> Packed {
+        Packed {
+            storage: self.item.storage,
+            count: self.count,
+            stride: self.stride,
+        }
+    }
+
+    /// Where field `id` of each item lies: an integer of at most `max_bits` bits.
+    pub fn int_field(&self, id: i16, max_bits: u32) -> Result<IntField> {
+        IntField::of(&self.item.field(id), self.stride, max_bits)
+    }
+
+    /// Where each item lies, for a list of integers of at most `max_bits` bits.
+    pub fn int_items(&self, max_bits: u32) -> Result<IntField> {
+        IntField::of(&self.item, self.stride, max_bits)
+    }
+
+    /// The list, refused when longer than `limit`. Items that take no bits
+    /// carry no data, so their number is further bounded by the size of
+    /// the data.
+    pub fn bounded(self, limit: u64) -> Result<Self> {
         let limit = if self.stride == 0 {
             limit.min((self.item.data.len() as u64 * 64).max(1 << 16))
         } else {
@@ -307,6 +439,13 @@ impl<'a> List<'a> {
                 self.count
             ));
         }
-        (0..self.count).map(|i| f(self.get(i))).collect()
+        Ok(self)
+    }
+
+    /// All items, mapped by `f`, refusing lists longer than `limit`
+    /// (see [`bounded`](Self::bounded)).
+    pub fn map<T>(&self, limit: u64, f: impl Fn(View<'a>) -> Result<T>) -> Result<Vec<T>> {
+        let list = self.bounded(limit)?;
+        (0..list.count).map(|i| f(list.get(i))).collect()
     }
 }

@@ -18,6 +18,7 @@ use hoard_reader::{Error, FileKind, Filesystem, FsOptions, OpenOptions, Stat};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -102,6 +103,7 @@ pub fn serve(
         pool,
         perf: perf.clone(),
         no_open: false,
+        file_lookups: AtomicU64::new(0),
     };
     let mut config = Config::default();
     config.mount_options = mount_options(image, options);
@@ -222,7 +224,17 @@ struct Driver {
     /// and `opendir` then answer `ENOSYS` once, and the kernel keeps their
     /// page cache (`FOPEN_KEEP_CACHE`, `FOPEN_CACHE_DIR`) from then on.
     no_open: bool,
+    /// Lookups that found something other than a directory: programs that
+    /// open or stat what they list (see `readdirplus`).
+    file_lookups: AtomicU64,
 }
+
+/// Lookups of files after which listings carry every entry's attributes
+/// (`readdirplus` in full): from then on programs are taken to stat or
+/// open what they list (`ls -l`, `tar`, `cp`), and one reply saves a lookup
+/// per entry. Before, a walk that only wants names and types (`find`)
+/// makes the kernel build no inode for the files it passes.
+const FULL_LISTINGS_AFTER: u64 = 256;
 
 /// What the driver asks of the kernel, where it offers it, to save round
 /// trips on a tree that never changes: `readdirplus` (names and attributes
@@ -337,21 +349,29 @@ impl Driver {
             .map(|e| e.ino))
     }
 
-    /// The entries of a directory listing from `offset` on: `.`, `..`, then
-    /// the stored entries. Each comes with the offset of the next one.
-    fn listing(&self, dir: u32, offset: u64) -> hoard_reader::Result<Vec<(u64, u32, Vec<u8>)>> {
-        let mut out = Vec::new();
-        if offset == 0 {
-            out.push((1, dir, b".".to_vec()));
+    /// Calls `add` with each entry of a directory listing from `offset`
+    /// on — `.`, `..`, then the stored entries — and the offset of the next
+    /// one, until `add` says the reply is full (returns true).
+    fn list(
+        &self,
+        dir: u32,
+        offset: u64,
+        mut add: impl FnMut(u64, u32, &[u8]) -> hoard_reader::Result<bool>,
+    ) -> hoard_reader::Result<()> {
+        if offset == 0 && add(1, dir, b".")? {
+            return Ok(());
         }
-        if offset <= 1 {
-            out.push((2, self.fs.parent(dir)?, b"..".to_vec()));
+        if offset <= 1 && add(2, self.fs.parent(dir)?, b"..")? {
+            return Ok(());
         }
         let skip = offset.saturating_sub(2) as usize;
-        for (i, e) in self.fs.readdir(dir)?.into_iter().enumerate().skip(skip) {
-            out.push((i as u64 + 3, e.ino, e.name));
+        for (i, e) in self.fs.readdir_from(dir, skip)?.enumerate() {
+            let e = e?;
+            if add((skip + i) as u64 + 3, e.ino, &e.name)? {
+                break;
+            }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn inode_info(&self, ino: u32) -> hoard_reader::Result<String> {
@@ -363,18 +383,13 @@ impl Driver {
             "gid": st.gid,
         });
         if st.kind == FileKind::Regular {
-            let meta = self.fs.metadata();
             let chunks: Vec<serde_json::Value> = self
                 .fs
                 .extents(ino)?
                 .into_iter()
                 .map(|e| match e {
                     hoard_reader::Extent::Data { block, offset, size } => {
-                        let category = meta
-                            .block_categories
-                            .as_ref()
-                            .and_then(|c| c.get(block as usize))
-                            .and_then(|&c| meta.category_names.as_ref()?.get(c as usize).cloned());
+                        let category = self.fs.block_category(block);
                         serde_json::json!({"block": block, "offset": offset, "size": size, "category": category})
                     }
                     hoard_reader::Extent::Hole { size } => serde_json::json!({"hole": size}),
@@ -426,7 +441,12 @@ impl fuser::Filesystem for Driver {
             .lookup_name(image_ino(parent), name.as_bytes())
             .and_then(|found| found.map(|ino| self.fs.stat(ino)).transpose());
         match result {
-            Ok(Some(st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
+            Ok(Some(st)) => {
+                if st.kind != FileKind::Directory {
+                    self.file_lookups.fetch_add(1, Ordering::Relaxed);
+                }
+                reply.entry(&TTL, &self.attr(&st), Generation(0))
+            }
             // Inode 0 is "no such entry", which the kernel then remembers
             // (programs probe many missing paths: search paths, imports).
             Ok(None) => reply.entry(&TTL, &missing_entry(), Generation(0)),
@@ -522,20 +542,14 @@ impl fuser::Filesystem for Driver {
         mut reply: ReplyDirectory,
     ) {
         let _t = Timer::new(&self.perf, Op::Readdir);
-        let entries = match self.listing(image_ino(ino), offset) {
-            Ok(e) => e,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        for (next, child, name) in entries {
-            let kind = match self.fs.stat(child) {
-                Ok(st) => file_type(st.kind),
-                Err(e) => return reply.error(errno(&e)),
-            };
-            if reply.add(fuse_ino(child), next, kind, OsStr::from_bytes(&name)) {
-                break;
-            }
+        let listed = self.list(image_ino(ino), offset, |next, child, name| {
+            let kind = file_type(self.fs.kind(child)?);
+            Ok(reply.add(fuse_ino(child), next, kind, OsStr::from_bytes(name)))
+        });
+        match listed {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
-        reply.ok();
     }
 
     fn readdirplus(
@@ -547,35 +561,36 @@ impl fuser::Filesystem for Driver {
         mut reply: ReplyDirectoryPlus,
     ) {
         let _t = Timer::new(&self.perf, Op::Readdir);
-        let entries = match self.listing(image_ino(ino), offset) {
-            Ok(e) => e,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        for (next, child, name) in entries {
-            let attr = match self.fs.stat(child) {
-                Ok(st) => self.attr(&st),
-                Err(e) => return reply.error(errno(&e)),
-            };
-            if reply.add(
+        // A listing's first reply carries only `.` and `..` until programs
+        // are seen looking files up: the kernel then asks for the rest with
+        // plain readdir, and makes no inode for entries nobody looks at.
+        let lean = offset == 0 && self.file_lookups.load(Ordering::Relaxed) < FULL_LISTINGS_AFTER;
+        let listed = self.list(image_ino(ino), offset, |next, child, name| {
+            if lean && next > 2 {
+                return Ok(true);
+            }
+            let attr = self.attr(&self.fs.stat(child)?);
+            Ok(reply.add(
                 fuse_ino(child),
                 next,
-                OsStr::from_bytes(&name),
+                OsStr::from_bytes(name),
                 &TTL,
                 &attr,
                 Generation(0),
-            ) {
-                break;
-            }
+            ))
+        });
+        match listed {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
-        reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let _t = Timer::new(&self.perf, Op::Statfs);
         let bsize = self.options.block_size;
-        let meta = self.fs.metadata();
-        let blocks = meta.total_fs_size.div_ceil(u64::from(bsize));
-        reply.statfs(blocks, 0, 0, meta.inodes.len() as u64, 0, bsize, 255, bsize);
+        let blocks = self.fs.total_fs_size().div_ceil(u64::from(bsize));
+        let inodes = u64::from(self.fs.layout().count);
+        reply.statfs(blocks, 0, 0, inodes, 0, bsize, 255, bsize);
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {

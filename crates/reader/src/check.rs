@@ -1,7 +1,7 @@
 //! Verifying an image: what `hoard check` reports.
 //!
 //! Every section's XXH3-64 and SHA-512/256 hashes are checked, then the
-//! metadata: a sound directory tree (valid, sorted, unique names; each
+//! metadata: it decodes in full and its tables agree, a sound directory tree (valid, sorted, unique names; each
 //! directory entered once with the right parent), every inode reachable,
 //! every chunk inside its block. A full check also decompresses every block
 //! and reads every file. Problems are collected as one-line messages.
@@ -68,12 +68,15 @@ pub fn check_image(open: impl Fn() -> Result<Image>, cache_size: usize, full: bo
 pub fn check_filesystem(fs: &Filesystem, full: bool) -> Report {
     let mut report = Report::default();
     check_sections(fs.image(), &mut report);
-    check_metadata(fs, &mut report);
+    match fs.validate() {
+        Ok(()) => check_metadata(fs, &mut report),
+        Err(e) => report.problems.push(e.to_string()),
+    }
     if full && report.problems.is_empty() {
         check_data(fs, &mut report);
     }
     report.blocks = fs.blocks().len();
-    report.inodes = fs.metadata().inodes.len();
+    report.inodes = fs.layout().count as usize;
     report
 }
 
@@ -85,7 +88,7 @@ fn check_metadata(fs: &Filesystem, report: &mut Report) {
             return;
         }
     };
-    let mut reached = vec![false; fs.metadata().inodes.len()];
+    let mut reached = vec![false; fs.layout().count as usize];
     let dir_paths: HashMap<u32, &[u8]> = nodes
         .iter()
         .filter(|n| n.kind == FileKind::Directory)
@@ -114,7 +117,7 @@ fn check_metadata(fs: &Filesystem, report: &mut Report) {
             .problems
             .push(format!("inode {ino} is not reachable from the root"));
     }
-    for i in 0..fs.metadata().chunks.len() {
+    for i in 0..fs.chunk_count() {
         if let Err(e) = fs.extent(i) {
             report.problems.push(e.to_string());
         }

@@ -4,10 +4,13 @@ use crate::cache::{Block, BlockCache, DEFAULT_DECRATIO};
 use crate::error::{corrupt, Error, Result};
 use crate::image::{Image, OpenOptions, Section};
 use crate::inode::{FileKind, InodeLayout, Stat, Time};
+use crate::tables::{inode_field, Tables};
 use hoard_format::metadata::{Metadata, SUPPORTED_FEATURES};
 use hoard_format::section::SectionType;
+use std::borrow::Cow;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// The most metadata (uncompressed) an image may carry: enough for tens of
 /// millions of entries, while keeping a hostile image from making us
@@ -85,15 +88,29 @@ pub struct DirEntry {
 }
 
 /// An open DwarFS image, ready to be read.
+///
+/// The metadata is read in place (see [`crate::tables`]): opening checks
+/// the table sizes, and each access checks the indices and offsets it
+/// reads. [`Filesystem::validate`] checks everything at once.
 #[derive(Debug)]
 pub struct Filesystem {
     image: Image,
-    meta: Metadata,
+    tables: Tables,
+    /// The schema payload, kept for [`Filesystem::metadata`].
+    schema: Vec<u8>,
     layout: InodeLayout,
     blocks: Vec<Section>,
     cache: BlockCache,
-    /// Link counts per regular file inode, when the image does not store them.
-    nlinks: Option<Vec<u32>>,
+    /// The whole metadata, decoded at the first [`Filesystem::metadata`].
+    decoded: OnceLock<Result<Metadata>>,
+    /// Link counts per regular file inode, when the image does not store
+    /// them, counted at the first `stat` of a file.
+    nlinks: OnceLock<Vec<u32>>,
+    /// Parent entry of each directory, when the image does not store them,
+    /// found at the first [`Filesystem::parent`].
+    parents: OnceLock<Result<Vec<u32>>>,
+    /// Symlink targets, decoded at the first [`Filesystem::readlink`].
+    targets: OnceLock<Result<Vec<Vec<u8>>>>,
 }
 
 impl Filesystem {
@@ -124,54 +141,66 @@ impl Filesystem {
             .ok_or_else(|| corrupt!("no metadata section"))?;
         let schema = image.load(schema_section, MAX_METADATA_SIZE)?;
         let data = image.load(meta_section, MAX_METADATA_SIZE)?;
-        let meta = Metadata::decode(&schema, &data)?;
-        if let Some(features) = &meta.features {
-            let unknown: Vec<&str> = features
-                .iter()
-                .map(String::as_str)
-                .filter(|f| !SUPPORTED_FEATURES.contains(f))
-                .collect();
-            if !unknown.is_empty() {
-                return Err(Error::Unsupported(format!(
-                    "file system uses the following features unsupported by this build: {}",
-                    unknown.join(", ")
-                )));
-            }
+        let tables = Tables::open(&schema, data)?;
+        let unknown: Vec<&str> = tables
+            .features
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !SUPPORTED_FEATURES.contains(f))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(Error::Unsupported(format!(
+                "file system uses the following features unsupported by this build: {}",
+                unknown.join(", ")
+            )));
         }
-        if !meta.block_size.is_power_of_two() || meta.block_size > MAX_BLOCK_SIZE {
-            return Err(corrupt!("invalid block size {}", meta.block_size));
+        if !tables.block_size.is_power_of_two() || tables.block_size > MAX_BLOCK_SIZE {
+            return Err(corrupt!("invalid block size {}", tables.block_size));
         }
-        let layout = InodeLayout::of(&meta)?;
+        if tables.entries.len() == 0 {
+            return Err(corrupt!("no directory entries"));
+        }
+        let layout = InodeLayout::from_tables(&tables)?;
         let blocks: Vec<Section> = image
             .sections()
             .iter()
             .filter(|s| s.header.kind == SectionType::BLOCK)
             .cloned()
             .collect();
-        let mut fs = Filesystem {
+        let fs = Filesystem {
             image,
-            meta,
+            tables,
+            schema,
             layout,
             blocks,
             cache,
-            nlinks: None,
+            decoded: OnceLock::new(),
+            nlinks: OnceLock::new(),
+            parents: OnceLock::new(),
+            targets: OnceLock::new(),
         };
-        fs.check_structure()?;
-        if !fs.meta.options.is_some_and(|o| o.inodes_have_nlink) {
-            fs.nlinks = Some(fs.count_links());
+        if fs.kind_of(fs.root())? != FileKind::Directory {
+            return Err(corrupt!("the root inode is not a directory"));
         }
         Ok(fs)
     }
 
-    /// Checks what every accessor relies on: directory ranges, entry inode
-    /// numbers and chunk table ranges.
-    fn check_structure(&self) -> Result<()> {
-        let entries = self.meta.dir_entries.len();
-        if entries == 0 {
-            return Err(corrupt!("no directory entries"));
+    /// Checks the whole metadata: it decodes in full, its inodes are
+    /// ordered by kind with one table entry each, directory and chunk
+    /// ranges are in order and in range, and every entry names an inode.
+    /// Reading checks each of these where it looks; this finds them all.
+    pub fn validate(&self) -> Result<()> {
+        let meta = self.metadata()?;
+        let layout = InodeLayout::of(meta)?;
+        if layout != self.layout {
+            return Err(corrupt!(
+                "inode table does not match the tables of each kind ({layout:?} against {:?})",
+                self.layout
+            ));
         }
+        let entries = meta.dir_entries.len();
         let mut prev = 0u32;
-        for (i, dir) in self.meta.directories.iter().enumerate() {
+        for (i, dir) in meta.directories.iter().enumerate() {
             if dir.first_entry < prev || dir.first_entry as usize > entries {
                 return Err(corrupt!(
                     "directory {i}: first entry {} out of order or range",
@@ -180,8 +209,7 @@ impl Filesystem {
             }
             prev = dir.first_entry;
         }
-        if let Some(e) = self
-            .meta
+        if let Some(e) = meta
             .dir_entries
             .iter()
             .find(|e| e.inode_num >= self.layout.count)
@@ -193,8 +221,8 @@ impl Filesystem {
             ));
         }
         let mut prev = 0u32;
-        for (i, &c) in self.meta.chunk_table.iter().enumerate() {
-            if c < prev || c as usize > self.meta.chunks.len() {
+        for (i, &c) in meta.chunk_table.iter().enumerate() {
+            if c < prev || c as usize > meta.chunks.len() {
                 return Err(corrupt!(
                     "chunk table entry {i} ({c}) out of order or range"
                 ));
@@ -208,9 +236,9 @@ impl Filesystem {
     fn count_links(&self) -> Vec<u32> {
         let files = self.layout.files;
         let mut counts = vec![0u32; (self.layout.devices - files) as usize];
-        for e in &self.meta.dir_entries {
-            if let Some(c) = e
-                .inode_num
+        for i in 0..self.tables.entries.len() {
+            let (_, ino) = self.tables.entry(i);
+            if let Some(c) = ino
                 .checked_sub(files)
                 .and_then(|i| counts.get_mut(i as usize))
             {
@@ -225,9 +253,14 @@ impl Filesystem {
         &self.image
     }
 
-    /// The decoded metadata.
-    pub fn metadata(&self) -> &Metadata {
-        &self.meta
+    /// The whole metadata, decoded (at the first call) and normalized.
+    /// Reading the file system does not need it: it is for tools that
+    /// report on or rewrite the metadata.
+    pub fn metadata(&self) -> Result<&Metadata> {
+        self.decoded
+            .get_or_init(|| Ok(Metadata::decode(&self.schema, &self.tables.data)?))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// Inode numbering.
@@ -250,50 +283,119 @@ impl Filesystem {
         0
     }
 
+    /// Block size in bytes.
+    pub fn block_size(&self) -> u32 {
+        self.tables.block_size
+    }
+
+    /// Sum of all regular file sizes, as the image records it.
+    pub fn total_fs_size(&self) -> u64 {
+        self.tables.total_fs_size
+    }
+
+    /// Number of chunks (see [`Filesystem::extent`]).
+    pub fn chunk_count(&self) -> usize {
+        self.tables.chunks.len()
+    }
+
+    /// The name of the category of block `block`, if the image names it.
+    pub fn block_category(&self, block: u32) -> Option<&str> {
+        let c = *self.tables.block_categories.get(block as usize)?;
+        self.tables
+            .category_names
+            .get(c as usize)
+            .map(String::as_str)
+    }
+
+    /// The kind of inode `ino` (cheaper than [`Filesystem::stat`]).
+    pub fn kind(&self, ino: u32) -> Result<FileKind> {
+        self.kind_of(ino)
+    }
+
     fn kind_of(&self, ino: u32) -> Result<FileKind> {
-        let inode = self.inode(ino)?;
-        let mode = self.meta.modes[inode.mode_index as usize];
-        Ok(FileKind::from_mode(mode).expect("checked by InodeLayout::of"))
+        let mode = self.mode(ino)?;
+        let kind = FileKind::from_mode(mode)
+            .ok_or_else(|| corrupt!("inode {ino}: invalid file type in mode {mode:o}"))?;
+        if kind.rank() != self.layout.rank_of(ino) {
+            return Err(corrupt!(
+                "inode {ino}: a {kind:?} where the inode table has another kind"
+            ));
+        }
+        Ok(kind)
     }
 
-    fn inode(&self, ino: u32) -> Result<&hoard_format::metadata::InodeData> {
-        self.meta
-            .inodes
-            .get(ino as usize)
-            .ok_or_else(|| Error::NotFound(format!("inode {ino}")))
+    fn mode(&self, ino: u32) -> Result<u32> {
+        if ino >= self.layout.count {
+            return Err(Error::NotFound(format!("inode {ino}")));
+        }
+        let index = self.tables.inode(ino, inode_field::MODE)?;
+        self.tables
+            .modes
+            .get(index as usize)
+            .copied()
+            .ok_or_else(|| {
+                corrupt!(
+                    "inode {ino}: mode index {index} out of range ({} modes)",
+                    self.tables.modes.len()
+                )
+            })
     }
 
-    /// The range of `dir_entries` of directory `ino`.
+    /// The range of directory entries of directory `ino`.
     fn entry_range(&self, ino: u32) -> Result<Range<usize>> {
         if ino >= self.layout.directories() {
             return Err(Error::WrongType(format!("inode {ino} is not a directory")));
         }
-        let dirs = &self.meta.directories;
-        let start = dirs[ino as usize].first_entry as usize;
-        let end = dirs[ino as usize + 1].first_entry as usize;
+        let data = &self.tables.data;
+        let first = &self.tables.first_entry;
+        // InodeLayout::from_tables makes the table one longer than there are directories.
+        let start = first.get(data, ino as usize).unwrap_or(0) as usize;
+        let end = first.get(data, ino as usize + 1).unwrap_or(0) as usize;
+        if start > end || end > self.tables.entries.len() {
+            return Err(corrupt!(
+                "directory {ino}: entries {start}..{end} out of order or range"
+            ));
+        }
         Ok(start..end)
     }
 
-    fn name(&self, index: u32) -> Result<&[u8]> {
-        self.meta
+    /// Directory entry `i`, its inode number checked.
+    fn dir_entry(&self, i: usize) -> Result<(u32, u32)> {
+        let (name, ino) = self.tables.entry(i);
+        if ino >= self.layout.count {
+            return Err(corrupt!(
+                "directory entry names inode {ino} of {}",
+                self.layout.count
+            ));
+        }
+        Ok((name, ino))
+    }
+
+    fn name(&self, index: u32) -> Result<Cow<'_, [u8]>> {
+        self.tables
             .names
-            .get(index as usize)
-            .map(Vec::as_slice)
-            .ok_or_else(|| corrupt!("name index {index} out of range"))
+            .get(&self.tables.data, index as usize, "name")
     }
 
     /// The entries of directory `ino`, in stored (sorted) order, without
     /// `.` and `..`.
     pub fn readdir(&self, ino: u32) -> Result<Vec<DirEntry>> {
-        self.entry_range(ino)?
-            .map(|i| {
-                let e = self.meta.dir_entries[i];
-                Ok(DirEntry {
-                    name: self.name(e.name_index)?.to_vec(),
-                    ino: e.inode_num,
-                })
+        self.readdir_from(ino, 0)?.collect()
+    }
+
+    /// The entries of directory `ino` from the `skip`-th on, one at a time.
+    pub fn readdir_from(
+        &self,
+        ino: u32,
+        skip: usize,
+    ) -> Result<impl Iterator<Item = Result<DirEntry>> + '_> {
+        Ok(self.entry_range(ino)?.skip(skip).map(|i| {
+            let (name, ino) = self.dir_entry(i)?;
+            Ok(DirEntry {
+                name: self.name(name)?.into_owned(),
+                ino,
             })
-            .collect()
+        }))
     }
 
     /// Number of entries in directory `ino`.
@@ -304,26 +406,61 @@ impl Filesystem {
     /// The inode of the parent of directory `ino` (the root is its own parent).
     pub fn parent(&self, ino: u32) -> Result<u32> {
         self.entry_range(ino)?;
-        let entry = self.meta.directories[ino as usize].parent_entry;
-        self.meta
-            .dir_entries
-            .get(entry as usize)
-            .map(|e| e.inode_num)
-            .ok_or_else(|| corrupt!("directory {ino}: parent entry {entry} out of range"))
+        let entry = match &self.tables.parent_entry {
+            Some(stored) => stored.get(&self.tables.data, ino as usize),
+            None => self
+                .parents
+                .get_or_init(|| self.find_parents())
+                .as_ref()
+                .map_err(Clone::clone)?
+                .get(ino as usize)
+                .copied(),
+        };
+        let entry = entry.unwrap_or(u32::MAX) as usize;
+        if entry >= self.tables.entries.len() {
+            return Err(corrupt!(
+                "directory {ino}: parent entry {entry} out of range"
+            ));
+        }
+        Ok(self.dir_entry(entry)?.1)
+    }
+
+    /// The parent entry of every directory, found by walking the tree from
+    /// the root (entry 0), for images that do not store them. Each
+    /// directory is visited once; unreachable ones get entry 0.
+    fn find_parents(&self) -> Result<Vec<u32>> {
+        let dirs = self.layout.directories() as usize;
+        let mut parents = vec![0u32; dirs];
+        let mut visited = vec![false; dirs];
+        visited[0] = true;
+        let mut queue = std::collections::VecDeque::from([0u32]);
+        while let Some(entry) = queue.pop_front() {
+            let (_, ino) = self.dir_entry(entry as usize)?;
+            for e in self.entry_range(ino)? {
+                let (_, child) = self.dir_entry(e)?;
+                let child = child as usize;
+                if child < dirs && !visited[child] {
+                    visited[child] = true;
+                    parents[child] = entry;
+                    queue.push_back(e as u32);
+                }
+            }
+        }
+        Ok(parents)
     }
 
     /// Finds `name` in directory `dir`.
     pub fn lookup(&self, dir: u32, name: &[u8]) -> Result<Option<u32>> {
         let range = self.entry_range(dir)?;
-        let entries = &self.meta.dir_entries[range];
-        let mut lo = 0;
-        let mut hi = entries.len();
+        let mut lo = range.start;
+        let mut hi = range.end;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.name(entries[mid].name_index)?.cmp(name) {
+            let (index, ino) = self.dir_entry(mid)?;
+            match (*self.name(index)?).cmp(name) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Ok(Some(entries[mid].inode_num)),
+                std::cmp::Ordering::Equal => return Ok(Some(ino)),
             }
         }
         Ok(None)
@@ -349,22 +486,22 @@ impl Filesystem {
 
     /// The attributes of inode `ino`.
     pub fn stat(&self, ino: u32) -> Result<Stat> {
-        let inode = *self.inode(ino)?;
         let kind = self.kind_of(ino)?;
-        let mode = self.meta.modes[inode.mode_index as usize];
+        let mode = self.mode(ino)?;
+        let field = |f| self.tables.inode(ino, f);
         // Releases up to 0.7 stored the id itself in the index field, with
         // an empty table, when --set-owner/--set-group was used.
-        let id = |table: &[u32], index: u32, what: &str| -> Result<u32> {
+        let id = |table: &[u32], index: u64, what: &str| -> Result<u32> {
             if table.is_empty() {
-                return Ok(index);
+                return Ok(index as u32);
             }
             table
                 .get(index as usize)
                 .copied()
                 .ok_or_else(|| corrupt!("inode {ino}: {what} index {index} out of range"))
         };
-        let uid = id(&self.meta.uids, inode.owner_index, "owner")?;
-        let gid = id(&self.meta.gids, inode.group_index, "group")?;
+        let uid = id(&self.tables.uids, field(inode_field::OWNER)?, "owner")?;
+        let gid = id(&self.tables.gids, field(inode_field::GROUP)?, "group")?;
         let (size, allocated_size) = match kind {
             FileKind::Directory => {
                 let n = self.entry_count(ino)? as u64;
@@ -378,40 +515,53 @@ impl Filesystem {
             _ => (0, 0),
         };
         let nlink = match kind {
-            FileKind::Regular => match &self.nlinks {
-                Some(counts) => counts[(ino - self.layout.files) as usize].max(1),
-                None => inode.nlink_minus_one.saturating_add(1),
-            },
+            FileKind::Regular if self.tables.options.inodes_have_nlink => {
+                (field(inode_field::NLINK_MINUS_ONE)? as u32).saturating_add(1)
+            }
+            FileKind::Regular => self
+                .nlinks
+                .get_or_init(|| self.count_links())
+                .get((ino - self.layout.files) as usize)
+                .map_or(1, |&n| n.max(1)),
             _ => 1,
         };
         let rdev = match kind {
-            FileKind::CharDevice | FileKind::BlockDevice => self
-                .meta
-                .devices
-                .as_ref()
-                .and_then(|d| d.get((ino - self.layout.devices) as usize))
-                .copied()
-                .ok_or_else(|| corrupt!("inode {ino}: no device number"))?,
+            FileKind::CharDevice | FileKind::BlockDevice => {
+                let i = (ino - self.layout.devices) as usize;
+                match &self.tables.devices {
+                    Some(d) if i < d.len() => d.get(&self.tables.data, i, 0),
+                    _ => return Err(corrupt!("inode {ino}: no device number")),
+                }
+            }
             _ => 0,
         };
-        let options = self.meta.options.unwrap_or_default();
+        let options = &self.tables.options;
         let resolution = i64::from(options.time_resolution_sec.unwrap_or(1).max(1));
         let nsec_multiplier = u64::from(options.subsecond_resolution_nsec_multiplier.unwrap_or(0));
         let time = |offset: u64, subsec: u64| Time {
-            sec: i64::try_from(self.meta.timestamp_base.saturating_add(offset))
+            sec: i64::try_from(self.tables.timestamp_base.saturating_add(offset))
                 .unwrap_or(i64::MAX)
                 .saturating_mul(resolution),
             nsec: u32::try_from(subsec.saturating_mul(nsec_multiplier))
                 .unwrap_or(0)
                 .min(999_999_999),
         };
-        let mtime = time(inode.mtime_offset, inode.mtime_subsec);
+        let mtime = time(
+            field(inode_field::MTIME)?,
+            field(inode_field::MTIME_SUBSEC)?,
+        );
         let (atime, ctime) = if options.mtime_only {
             (mtime, mtime)
         } else {
             (
-                time(inode.atime_offset, inode.atime_subsec),
-                time(inode.ctime_offset, inode.ctime_subsec),
+                time(
+                    field(inode_field::ATIME)?,
+                    field(inode_field::ATIME_SUBSEC)?,
+                ),
+                time(
+                    field(inode_field::CTIME)?,
+                    field(inode_field::CTIME_SUBSEC)?,
+                ),
             )
         };
         Ok(Stat {
@@ -435,15 +585,37 @@ impl Filesystem {
         if ino < self.layout.symlinks || ino >= self.layout.files {
             return Err(Error::WrongType(format!("inode {ino} is not a symlink")));
         }
-        let index = self.meta.symlink_table[(ino - self.layout.symlinks) as usize];
-        self.meta
-            .symlinks
+        let index = self
+            .tables
+            .symlink_table
+            .get(&self.tables.data, (ino - self.layout.symlinks) as usize)
+            .unwrap_or(u32::MAX);
+        let targets = self
+            .targets
+            .get_or_init(|| self.symlink_targets())
+            .as_ref()
+            .map_err(Clone::clone)?;
+        targets
             .get(index as usize)
             .map(Vec::as_slice)
             .ok_or_else(|| corrupt!("symlink {ino}: target index {index} out of range"))
     }
 
-    /// The index into `chunk_table` of regular file `ino`.
+    /// Every symlink target, with the writer's path separator made `/`.
+    fn symlink_targets(&self) -> Result<Vec<Vec<u8>>> {
+        let strings = &self.tables.symlinks;
+        (0..strings.len())
+            .map(|i| {
+                let mut t = strings.get(&self.tables.data, i, "symlink")?.into_owned();
+                if let Some(sep) = self.tables.separator {
+                    t.iter_mut().filter(|b| **b == sep).for_each(|b| *b = b'/');
+                }
+                Ok(t)
+            })
+            .collect()
+    }
+
+    /// The index into the chunk table of regular file `ino`.
     pub fn content_index(&self, ino: u32) -> Result<usize> {
         if ino < self.layout.files || ino >= self.layout.devices {
             return Err(Error::WrongType(format!(
@@ -454,56 +626,65 @@ impl Filesystem {
         if index < self.layout.unique_files {
             return Ok(index as usize);
         }
-        let shared = self.meta.shared_files[(index - self.layout.unique_files) as usize];
+        // InodeLayout::from_tables counts one shared file per entry.
+        let shared = self.tables.shared_files[(index - self.layout.unique_files) as usize];
         Ok(shared as usize + self.layout.unique_files as usize)
     }
 
-    /// The range of `chunks` that makes up regular file `ino`.
+    /// The range of chunks (see [`Filesystem::extent`]) that makes up
+    /// regular file `ino`.
     pub fn chunk_range(&self, ino: u32) -> Result<Range<usize>> {
         let i = self.content_index(ino)?;
-        let table = &self.meta.chunk_table;
-        // InodeLayout::of guarantees i + 1 < table.len(); check_structure
-        // that entries increase and stay within `chunks`.
-        Ok(table[i] as usize..table[i + 1] as usize)
+        let (table, data) = (&self.tables.chunk_table, &self.tables.data);
+        let (start, end) = (table.get(data, i), table.get(data, i + 1));
+        match (start, end) {
+            (Some(s), Some(e)) if s <= e && e as usize <= self.tables.chunks.len() => {
+                Ok(s as usize..e as usize)
+            }
+            _ => Err(corrupt!(
+                "inode {ino}: chunk table entries {start:?}..{end:?} out of order or range"
+            )),
+        }
     }
 
     /// Decodes chunk `index` into an extent.
     pub fn extent(&self, index: usize) -> Result<Extent> {
-        let c = *self
-            .meta
-            .chunks
-            .get(index)
-            .ok_or_else(|| corrupt!("chunk {index} out of range"))?;
-        if Some(c.block) == self.meta.hole_block_index {
-            let size = if c.offset == LARGE_HOLE_OFFSET {
+        let chunks = &self.tables.chunks;
+        if index >= chunks.len() {
+            return Err(corrupt!("chunk {index} out of range"));
+        }
+        let data = &self.tables.data;
+        let (block, offset, size) = (
+            chunks.get(data, index, 0) as u32,
+            chunks.get(data, index, 1) as u32,
+            chunks.get(data, index, 2) as u32,
+        );
+        let block_size = self.tables.block_size;
+        if Some(block) == self.tables.hole_block_index {
+            let size = if offset == LARGE_HOLE_OFFSET {
                 *self
-                    .meta
+                    .tables
                     .large_hole_size
-                    .as_ref()
-                    .and_then(|l| l.get(c.size as usize))
+                    .get(size as usize)
                     .ok_or_else(|| {
-                        corrupt!("chunk {index}: large hole index {} out of range", c.size)
+                        corrupt!("chunk {index}: large hole index {size} out of range")
                     })?
             } else {
-                u64::from(c.size) * u64::from(self.meta.block_size) + u64::from(c.offset)
+                u64::from(size) * u64::from(block_size) + u64::from(offset)
             };
             return Ok(Extent::Hole { size });
         }
-        let end = u64::from(c.offset) + u64::from(c.size);
-        if c.block as usize >= self.blocks.len() || end > u64::from(self.meta.block_size) {
+        let end = u64::from(offset) + u64::from(size);
+        if block as usize >= self.blocks.len() || end > u64::from(block_size) {
             return Err(corrupt!(
-                "chunk {index} (block {}, offset {}, size {}) is outside the {} blocks of {} bytes",
-                c.block,
-                c.offset,
-                c.size,
+                "chunk {index} (block {block}, offset {offset}, size {size}) is outside the {} blocks of {block_size} bytes",
                 self.blocks.len(),
-                self.meta.block_size
             ));
         }
         Ok(Extent::Data {
-            block: c.block,
-            offset: c.offset,
-            size: c.size,
+            block,
+            offset,
+            size,
         })
     }
 
@@ -546,7 +727,7 @@ impl Filesystem {
             end,
             || {
                 self.image
-                    .partial_decoder(section, self.meta.block_size as usize)
+                    .partial_decoder(section, self.tables.block_size as usize)
             },
             |e| section.decode_error(e),
         )

@@ -69,7 +69,7 @@ fn fix_section_hashes(bytes: &mut [u8]) {
 /// reading every file whole and a full check. Errors are expected and ignored; only a
 /// panic, a hang or unbounded memory use is a bug.
 pub fn exercise(fs: &Filesystem) {
-    for ino in 0..u32::try_from(fs.metadata().inodes.len()).unwrap_or(u32::MAX) {
+    for ino in 0..fs.layout().count {
         let Ok(stat) = fs.stat(ino) else { continue };
         match stat.kind {
             FileKind::Directory => {

@@ -2,6 +2,7 @@
 //! and the attributes (`stat`) of an inode.
 
 use crate::error::{corrupt, Result};
+use crate::tables::Tables;
 use hoard_format::metadata::Metadata;
 
 /// File type bits of a mode.
@@ -57,7 +58,7 @@ impl FileKind {
 
     /// The position of this kind in the inode order: directories, symlinks,
     /// regular files, devices, then fifos and sockets.
-    fn rank(self) -> usize {
+    pub(crate) fn rank(self) -> usize {
         match self {
             FileKind::Directory => 0,
             FileKind::Symlink => 1,
@@ -179,6 +180,66 @@ impl InodeLayout {
             others,
             count,
         })
+    }
+
+    /// The layout given by the length of each kind's table (directories,
+    /// symlinks, chunk table and shared files, devices), checked against
+    /// the number of inodes. That each inode has the kind its number says
+    /// is checked when it is read.
+    pub(crate) fn from_tables(t: &Tables) -> Result<Self> {
+        let count = u32::try_from(t.inode_count()).map_err(|_| corrupt!("too many inodes"))?;
+        if count == 0 {
+            return Err(corrupt!("empty inode table"));
+        }
+        let dirs = t
+            .first_entry
+            .len()
+            .checked_sub(1)
+            .filter(|&d| d > 0)
+            .ok_or_else(|| corrupt!("the root inode is not a directory"))?;
+        let unique = t
+            .chunk_table
+            .len()
+            .checked_sub(t.shared_contents + 1)
+            .ok_or_else(|| {
+                corrupt!(
+                    "wrong number of files: chunk table has {} entries for {} shared contents",
+                    t.chunk_table.len().saturating_sub(1),
+                    t.shared_contents
+                )
+            })?;
+        let kinds = [
+            dirs,
+            t.symlink_table.len(),
+            unique.saturating_add(t.shared_files.len()),
+            t.devices.as_ref().map_or(0, |d| d.len()),
+        ];
+        let total = kinds.iter().fold(0usize, |a, &k| a.saturating_add(k));
+        if total > count as usize {
+            return Err(corrupt!(
+                "the tables of each kind name {total} inodes, the inode table has {count}"
+            ));
+        }
+        // Each is at most `count`, so the sums fit.
+        let symlinks = dirs as u32;
+        let files = symlinks + kinds[1] as u32;
+        let devices = files + kinds[2] as u32;
+        Ok(InodeLayout {
+            symlinks,
+            files,
+            unique_files: unique as u32,
+            devices,
+            others: devices + kinds[3] as u32,
+            count,
+        })
+    }
+
+    /// The rank (see [`FileKind`]'s inode order) of the kinds inode `ino` may have.
+    pub(crate) fn rank_of(&self, ino: u32) -> usize {
+        [self.symlinks, self.files, self.devices, self.others]
+            .iter()
+            .position(|&start| ino < start)
+            .unwrap_or(4)
     }
 
     /// Number of directory inodes.

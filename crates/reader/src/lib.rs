@@ -30,6 +30,7 @@ pub mod fuzzing;
 pub mod image;
 pub mod inode;
 pub mod source;
+mod tables;
 pub mod walk;
 
 pub use error::{Error, Result};

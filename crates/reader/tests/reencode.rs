@@ -56,10 +56,10 @@ fn every_image_reencodes_with_every_packing() {
                 continue;
             }
         };
-        let original = comparable(fs.metadata());
+        let original = comparable(fs.metadata().unwrap());
         for spec in specs {
             let pack = PackOptions::parse(spec).unwrap();
-            let encoded = encode_metadata(fs.metadata(), &pack).unwrap();
+            let encoded = encode_metadata(fs.metadata().unwrap(), &pack).unwrap();
             let back = Metadata::decode(&encoded.schema, &encoded.data)
                 .unwrap_or_else(|e| panic!("{} -P {spec}: {e}", image.display()));
             let back = comparable(&back);

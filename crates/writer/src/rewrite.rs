@@ -190,7 +190,8 @@ pub fn rewrite(
     let input_bytes = image.file_size();
     let fs = Filesystem::from_image(image, 0).map_err(reader_error)?;
     let image = fs.image();
-    let block_size = fs.metadata().block_size as usize;
+    let metadata = fs.metadata().map_err(reader_error)?;
+    let block_size = metadata.block_size as usize;
     let mut out = ImageFile::create(&options.output, options.force, options.header.as_deref())?;
 
     let blocks: Vec<_> = image
@@ -201,7 +202,7 @@ pub fn rewrite(
         .collect();
     match &options.data_compression {
         Some(spec) => {
-            let streams = block_streams(fs.metadata(), blocks.len());
+            let streams = block_streams(metadata, blocks.len());
             let compressors = streams
                 .iter()
                 .map(|(name, _)| {
@@ -235,7 +236,7 @@ pub fn rewrite(
                     use crate::segment::BlockSink;
                     for (n, s) in blocks.iter().enumerate() {
                         let data = image.load(s, block_size).map_err(reader_error)?;
-                        let stream = stream_of_block(fs.metadata(), &streams, n);
+                        let stream = stream_of_block(metadata, &streams, n);
                         dispatch.stream(stream).finished(n as u32, Arc::new(data))?;
                     }
                     Ok(())
@@ -261,7 +262,7 @@ pub fn rewrite(
         })
     };
     if rewrite_meta {
-        let mut meta = fs.metadata().clone();
+        let mut meta = metadata.clone();
         if let Some(r) = &options.rebuild {
             apply(&mut meta, r);
         }

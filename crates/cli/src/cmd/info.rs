@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 /// Prints a summary of the image, as text or JSON.
 pub fn run(args: &InfoArgs) -> Result<u8> {
     let fs = super::open(&args.image)?;
-    let info = collect(&fs);
+    let info = collect(&fs)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
     } else {
@@ -19,9 +19,9 @@ pub fn run(args: &InfoArgs) -> Result<u8> {
     Ok(0)
 }
 
-fn collect(fs: &Filesystem) -> Value {
+fn collect(fs: &Filesystem) -> Result<Value> {
     let image = fs.image();
-    let meta = fs.metadata();
+    let meta = fs.metadata()?;
     let layout = fs.layout();
     let mut codecs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for b in fs.blocks() {
@@ -67,7 +67,7 @@ fn collect(fs: &Filesystem) -> Value {
                 })
                 .collect::<Vec<_>>()
         });
-    json!({
+    Ok(json!({
         "format_version": image.version().to_string(),
         "image_offset": image.offset(),
         "image_size": image.file_size() - image.offset(),
@@ -107,7 +107,7 @@ fn collect(fs: &Filesystem) -> Value {
         "created_by": meta.dwarfs_version,
         "created_at": meta.create_timestamp,
         "history": history,
-    })
+    }))
 }
 
 fn print_text(info: &Value) {
