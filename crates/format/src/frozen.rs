@@ -449,3 +449,19 @@ impl<'a> List<'a> {
         (0..list.count).map(|i| f(list.get(i))).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::read_bits;
+
+    #[test]
+    fn reads_bits_across_bytes_and_zeros_past_the_end() {
+        let data = [0b1010_1100u8, 0xff, 0x01];
+        assert_eq!(read_bits(&data, 2, 4), 0b1011);
+        assert_eq!(read_bits(&data, 4, 8), 0xfa);
+        assert_eq!(read_bits(&data, 16, 8), 0x01);
+        assert_eq!(read_bits(&data, 20, 8), 0);
+        assert_eq!(read_bits(&data, 1 << 40, 8), 0);
+        assert_eq!(read_bits(&[0xff; 10], 3, 64), u64::MAX);
+    }
+}

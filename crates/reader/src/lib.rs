@@ -12,7 +12,10 @@
 //!
 //! * [`image`] — finds the image in its file (an optional prefix is skipped),
 //!   lists its sections and loads them, checking hashes.
-//! * [`fs`] — the file system: lookup, readdir, stat, readlink, read.
+//! * [`fs`] — the file system: lookup, readdir, stat, readlink, read. The
+//!   metadata is read in place, as it lies in the image: opening decodes
+//!   only small tables, so it takes milliseconds whatever the number of
+//!   files; [`Filesystem::metadata`] decodes it all for tools that need it.
 //! * [`cache`] — the block cache shared by all readers.
 //! * [`inode`] — inode numbering and attributes.
 //! * [`walk`] — a safe walk of the whole tree.

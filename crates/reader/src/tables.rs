@@ -188,10 +188,12 @@ impl Strings {
                     (Some(s), Some(e)) if s <= e && e as usize <= buffer.len() => {
                         &data[buffer.start + s as usize..buffer.start + e as usize]
                     }
-                    _ => return Err(corrupt!(
+                    _ => {
+                        return Err(corrupt!(
                         "{what} string {i}: range {start:?}..{end:?} outside the {}-byte buffer",
                         buffer.len()
-                    )),
+                    ))
+                    }
                 };
                 match symbols {
                     Some(t) => Ok(Cow::Owned(t.decode_string(piece)?)),
