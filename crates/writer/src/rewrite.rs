@@ -293,6 +293,9 @@ pub fn rewrite(
     if let Some(entry) = &options.history {
         history.push(entry.clone());
     }
+    for entry in &mut history {
+        entry.version.complete();
+    }
     if !history.is_empty() {
         let encoded = hoard_format::write::encode_history(&history);
         let (algo, payload) = pack(&options.schema_compression, &encoded)?;
