@@ -685,13 +685,7 @@ fn info_pairs(d: &Value, h: &Value) -> Vec<(String, Value, Value)> {
     let mut meta = d["meta"].clone();
     meta.as_object_mut().unwrap().remove("entry_table_v2_2");
     pairs.push(("meta".into(), meta, tables));
-    let history = |v: &Value| -> Vec<Value> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| e.clone())
-            .collect()
-    };
+    let history = |v: &Value| -> Vec<Value> { v.as_array().cloned().unwrap_or_default() };
     let ours: Vec<Value> = history(&h["history"])
         .iter()
         .map(|e| {

@@ -70,7 +70,7 @@ fn grouped(groups: BTreeMap<String, Sizes>) -> Value {
 /// DwarFS's names for the options an image's metadata was stored with.
 fn option_names(fs: &Filesystem) -> Vec<&'static str> {
     let meta = fs.metadata();
-    let o = meta.options.clone().unwrap_or_default();
+    let o = meta.options.unwrap_or_default();
     let mut names = Vec::new();
     for (name, storage) in [
         ("names", meta.storage.names),
@@ -184,7 +184,7 @@ fn collect(fs: &Filesystem) -> Value {
             .iter()
             .filter(|s| s.header.kind == SectionType::METADATA_V2),
     );
-    let options = meta.options.clone().unwrap_or_default();
+    let options = meta.options.unwrap_or_default();
     json!({
         "format_version": image.version().to_string(),
         "image_offset": image.offset(),
