@@ -758,3 +758,55 @@ fn hoard_info_gives_the_numbers_dwarfsck_gives() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The history time is `SOURCE_DATE_EPOCH` when set, for `create` and
+/// `rewrite` alike, and left out with `--no-history-timestamps`; `dwarfsck`
+/// shows what was stored.
+#[test]
+fn history_timestamps_follow_source_date_epoch_and_can_be_left_out() {
+    if !ready() {
+        return;
+    }
+    let src = source();
+    let work = tempfile::tempdir().unwrap();
+    let path = |name: &str| work.path().join(name).to_str().unwrap().to_string();
+    let (stamped, bare, rewritten) = (path("stamped"), path("bare"), path("rewritten"));
+    let root = src.root.to_str().unwrap();
+    for (image, extra) in [(&stamped, None), (&bare, Some("--no-history-timestamps"))] {
+        let mut c = hoard();
+        c.args([
+            "create",
+            "-i",
+            root,
+            "-o",
+            image,
+            "-l",
+            "1",
+            "--no-progress",
+        ])
+        .args(extra)
+        .env("SOURCE_DATE_EPOCH", "1700000000");
+        ok(c, "hoard create").unwrap();
+    }
+    let mut c = hoard();
+    c.args(["rewrite", &stamped, "-o", &rewritten, "--no-progress"])
+        .env("SOURCE_DATE_EPOCH", "1700003600");
+    ok(c, "hoard rewrite").unwrap();
+    let times = |image: &str| -> Vec<Value> {
+        let mut c = tool("dwarfsck");
+        c.args(["-j", "-i", image]);
+        let json: Value = serde_json::from_slice(&ok(c, "dwarfsck -j").unwrap()).unwrap();
+        json["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["timestamp"]["epoch"].clone())
+            .collect()
+    };
+    assert_eq!(times(&stamped), [Value::from(1_700_000_000)]);
+    assert_eq!(times(&bare), [Value::Null]);
+    assert_eq!(
+        times(&rewritten),
+        [Value::from(1_700_000_000), Value::from(1_700_003_600)]
+    );
+}
