@@ -297,6 +297,16 @@ impl Image {
             .read(section.payload_offset(), section.header.length)
     }
 
+    /// The size a section's payload declares it decompresses to, read from
+    /// the payload's own header without decoding it; `None` when the
+    /// payload does not declare one or cannot be read.
+    pub fn uncompressed_size(&self, section: &Section) -> Option<u64> {
+        let payload = self.raw_payload(section).ok()?;
+        hoard_codec::uncompressed_size(section.header.compression, &payload)
+            .ok()
+            .flatten()
+    }
+
     /// The raw header bytes of a section.
     fn raw_header(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
         self.source

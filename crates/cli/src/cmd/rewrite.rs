@@ -24,9 +24,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         "none" => (false, false),
         other => bail!("--recompress '{other}': expected all, block, metadata or none"),
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = super::history::now()?;
     let rebuild = args
         .rebuild_metadata
         .then(|| -> Result<Rebuild> {
@@ -78,7 +76,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
             .memory_limit
             .map_or_else(hoard_writer::pipeline::default_memory_limit, |l| l as u64),
         history: (!args.no_history).then(|| {
-            super::create::history_entry((!args.no_history_timestamps).then_some(now.max(0) as u64))
+            super::history::this_run((!args.no_history_timestamps).then_some(now.max(0) as u64))
         }),
         section_index: !args.no_section_index,
         header: args
