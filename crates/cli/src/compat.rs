@@ -240,6 +240,7 @@ impl Dwarfsextract {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::Generate;
 
     fn argv(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
@@ -341,5 +342,16 @@ mod tests {
     fn hoard_parses_subcommands() {
         assert!(parse(&argv(&["hoard", "ls", "x", "-lR"])).is_ok());
         assert!(parse(&argv(&["hoard", "frobnicate"])).is_err());
+    }
+
+    #[test]
+    fn generate_is_an_option_instead_of_a_command() {
+        let cmds = parse(&argv(&["hoard", "--generate", "man", "--out", "d"])).unwrap();
+        assert!(matches!(&cmds[..],
+            [Command::Generate(g)] if g.what == Generate::Man && g.out == Some("d".into())));
+        assert!(parse(&argv(&["hoard", "--generate", "complete-bash", "ls", "x"])).is_err());
+        assert!(parse(&argv(&["hoard", "--out", "d"])).is_err());
+        let cmds = parse(&argv(&["/sbin/mount.dwarfs", "img", "/mnt", "-o", "ro"])).unwrap();
+        assert!(matches!(&cmds[..], [Command::Mount(_)]));
     }
 }
