@@ -1,7 +1,8 @@
 //! Puts the git commit the binary is built from into `HOARD_VERSION`
-//! (`0.1.0 (84a5946)`), for `hoard --version` and the man pages. Built
-//! outside a git checkout (a source tarball, or without `git`) it is the
-//! package version alone.
+//! (`0.1.0 (84a5946)`), for `hoard --version` and the man pages, and the
+//! commit's date into `HOARD_DATE`, for the man pages. Built outside a git
+//! checkout (a source tarball, or without `git`) the version is the package
+//! version alone.
 //!
 //! Cargo runs build scripts in the package's directory, so the git commands
 //! below look at the checkout this crate is in.
@@ -18,12 +19,43 @@ fn main() {
     let commit = tracked
         .then(|| git(&["rev-parse", "--short", "HEAD"]))
         .flatten();
-    let full = match commit {
+    let full = match &commit {
         Some(commit) => format!("{version} ({commit})"),
         None => version.to_string(),
     };
-    watch_head();
     println!("cargo:rustc-env=HOARD_VERSION={full}");
+    // The date the man pages carry: the commit's, else SOURCE_DATE_EPOCH's
+    // (set by reproducible package builds), else today's.
+    println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
+    let date = commit
+        .and_then(|_| git(&["log", "-1", "--format=%cs", "HEAD"]))
+        .unwrap_or_else(|| {
+            let secs = std::env::var("SOURCE_DATE_EPOCH")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| {
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs())
+                });
+            civil_date(secs / 86_400)
+        });
+    println!("cargo:rustc-env=HOARD_DATE={date}");
+    watch_head();
+}
+
+/// `YYYY-MM-DD` of a day counted from 1970-01-01 (proleptic Gregorian).
+fn civil_date(days: u64) -> String {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
 }
 
 /// Rebuilds when HEAD moves: a checkout (`HEAD`), a commit on the current

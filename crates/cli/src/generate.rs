@@ -68,6 +68,7 @@ fn write_pages(cmd: clap::Command, dir: &Path) -> Result<()> {
         write_pages(sub.clone(), dir)?;
     }
     let man = clap_mangen::Man::new(cmd)
+        .date(env!("HOARD_DATE"))
         .manual("hoard")
         .source(format!("hoard {}", crate::VERSION));
     let path = dir.join(man.get_filename());

@@ -102,9 +102,13 @@ fn man_pages_for_every_command_and_personality() {
         let page = std::fs::read_to_string(out.join(format!("{name}.1")))
             .unwrap_or_else(|e| panic!("{name}.1: {e}"));
         assert!(page.starts_with(".ie "), "{name}.1 is not roff");
+        let title = page
+            .lines()
+            .find(|l| l.starts_with(".TH "))
+            .unwrap_or_default();
         assert!(
-            page.contains(&format!(".TH {name} 1 ")),
-            "{name}.1 has no title"
+            title.starts_with(&format!(".TH {name} 1 ")) && title.ends_with(" hoard"),
+            "{name}.1: title {title}"
         );
         assert!(page.contains(".SH NAME") && page.contains(".SH SYNOPSIS"));
         render(&out.join(format!("{name}.1")), name);
