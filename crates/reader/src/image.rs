@@ -88,7 +88,8 @@ pub struct Image {
 }
 
 impl Image {
-    /// Opens the image in `path` and lists its sections.
+    /// Opens the image in `path` and lists its sections. Errors do not
+    /// name `path`: the caller does.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
         let source = Source::open(path, !options.no_mmap)?;
         Self::from_source_sized(source, options.offset, options.image_size)

@@ -33,7 +33,7 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
     let summary = with_display(&progress, !quiet, || {
         create(&options, &progress, Arc::clone(&cancel))
     })
-    .with_context(|| args.output.display().to_string())?;
+    .context("cannot create image")?;
     let elapsed = started.elapsed().as_secs_f64();
     if args.log_level != "error" {
         for w in &summary.warnings {
@@ -152,7 +152,8 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
                 .context("standard input")?;
             buf
         } else {
-            std::fs::read(list).with_context(|| list.display().to_string())?
+            std::fs::read(list)
+                .with_context(|| format!("cannot read input list '{}'", list.display()))?
         };
         o.scan.only = Some(hoard_writer::scan::InputList::parse(&text));
     }
@@ -185,7 +186,10 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
     if let Some(h) = &args.header {
-        o.header = Some(std::fs::read(h).with_context(|| h.display().to_string())?);
+        o.header = Some(
+            std::fs::read(h)
+                .with_context(|| format!("cannot read header file '{}'", h.display()))?,
+        );
     }
     if !args.no_history {
         o.history = Some(super::history::this_run(

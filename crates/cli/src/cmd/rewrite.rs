@@ -82,7 +82,10 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         header: args
             .header
             .as_ref()
-            .map(|h| std::fs::read(h).with_context(|| h.display().to_string()))
+            .map(|h| {
+                std::fs::read(h)
+                    .with_context(|| format!("cannot read header file '{}'", h.display()))
+            })
             .transpose()?,
     };
     let cancel = Arc::new(AtomicBool::new(false));
@@ -90,8 +93,8 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
     }
     let progress = Default::default();
-    let summary =
-        rewrite(&options, &progress, cancel).with_context(|| args.output.display().to_string())?;
+    let summary = rewrite(&options, &progress, cancel)
+        .with_context(|| format!("cannot rewrite image '{}'", args.input.display()))?;
     if !args.no_progress {
         println!(
             "rewrote {} blocks: {} -> {}",
