@@ -43,7 +43,8 @@ time $hoard extract "$work/tree.dwarfs" -o "$work/extracted"
 $hoard diff "${owners[@]}" "$tree" "$work/extracted"
 
 echo "== a DwarFS-made image: $image"
-$hoard info "$image" | head -12
+$hoard info "$image" > "$work/info"
+head -12 "$work/info"
 $hoard check --full "$image"
 $hoard mount "$image" "$work/mnt"
 $hoard diff "${image%.dwarfs}.manifest" "$work/mnt"

@@ -4,18 +4,43 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use hoard_reader::ImageOffset;
 use std::path::PathBuf;
 
-/// Build, mount, inspect, verify and extract DwarFS images.
+/// Pack directory trees into compressed read-only images, then mount,
+/// inspect, verify and extract them; DwarFS-compatible.
+///
+/// Images are DwarFS images: hoard reads every one from DwarFS 0.2 to 0.15,
+/// and DwarFS reads the ones hoard writes. Invoked through a symlink named
+/// mkdwarfs, dwarfs, dwarfsck or dwarfsextract, hoard takes those tools'
+/// options instead (see their man pages). `hoard COMMAND --help` describes
+/// each command.
 #[derive(Debug, Parser)]
-#[command(name = "hoard", version, about)]
+#[command(
+    name = "hoard",
+    version = crate::VERSION,
+    override_usage = "hoard <COMMAND> [ARGS]\n       hoard --generate <WHAT> [--out <DIR>]",
+    arg_required_else_help = true,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
+    /// Instead of running a command, write man pages for hoard, its
+    /// commands and its DwarFS personalities (into --out DIR), or a shell
+    /// completion script (to standard output).
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub generate: Option<crate::generate::Generate>,
+    /// The directory `--generate man` writes the pages into (created if
+    /// missing).
+    #[arg(long, value_name = "DIR", requires = "generate")]
+    pub out: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// `--generate`: man pages or a completion script.
+    #[command(skip)]
+    Generate(crate::generate::GenerateArgs),
     /// Pack a directory into an image.
     Create(Box<crate::cmd::create_args::CreateArgs>),
     /// Recompress an image, or rebuild its metadata.
@@ -222,6 +247,23 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn help_gives_every_command_a_line() {
+        let mut cli = Cli::command();
+        let help = cli.render_help().to_string();
+        for sub in cli.get_subcommands() {
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "{} has no description", sub.get_name());
+            assert!(
+                help.lines()
+                    .any(|l| l.trim_start().starts_with(sub.get_name()) && l.contains(&about)),
+                "{} missing from:\n{help}",
+                sub.get_name()
+            );
+        }
+    }
 
     #[test]
     fn sizes_parse_with_suffixes() {

@@ -1,10 +1,11 @@
-//! The DwarFS personalities: `dwarfsck` and `dwarfsextract` option sets,
-//! translated into `hoard` commands.
+//! The DwarFS personalities: the `mkdwarfs`, `dwarfs`, `dwarfsck` and
+//! `dwarfsextract` option sets, translated into `hoard` commands.
 
 use crate::args::{
     parse_size, CheckArgs, ChecksumAlgo, Cli, Command, ExtractArgs, ImageArgs, InfoArgs, LsArgs,
     MountArgs,
 };
+use crate::generate::GenerateArgs;
 use clap::{CommandFactory, Parser, ValueEnum};
 use hoard_reader::ImageOffset;
 use std::ffi::OsString;
@@ -24,14 +25,36 @@ pub fn parse(argv: &[OsString]) -> Result<Vec<Command>, clap::Error> {
         "mkdwarfs" => Ok(vec![Command::Create(Box::new(
             Mkdwarfs::try_parse_from(argv)?.args,
         ))]),
-        "dwarfs" | "mount.hoard" => Ok(vec![Command::Mount(
+        "dwarfs" | "mount.dwarfs" | "mount.hoard" => Ok(vec![Command::Mount(
             DwarfsMount::try_parse_from(argv)?.args,
         )]),
         _ if is_mount_helper_call(argv) => Ok(vec![Command::Mount(
             DwarfsMount::try_parse_from(argv)?.args,
         )]),
-        _ => Ok(vec![Cli::try_parse_from(argv)?.command]),
+        _ => hoard(Cli::try_parse_from(argv)?),
     }
+}
+
+/// The command line of `hoard` itself: a subcommand, or `--generate`.
+fn hoard(cli: Cli) -> Result<Vec<Command>, clap::Error> {
+    match (cli.command, cli.generate) {
+        (Some(command), _) => Ok(vec![command]),
+        (None, Some(what)) => Ok(vec![Command::Generate(GenerateArgs { what, out: cli.out })]),
+        (None, None) => Err(Cli::command().error(
+            clap::error::ErrorKind::MissingSubcommand,
+            "a command is required",
+        )),
+    }
+}
+
+/// The command lines of the personalities, for their man pages.
+pub fn personalities() -> Vec<clap::Command> {
+    vec![
+        Mkdwarfs::command(),
+        DwarfsMount::command(),
+        Dwarfsck::command(),
+        Dwarfsextract::command(),
+    ]
 }
 
 /// `mount.fuse3` runs a `type fuse.hoard` fstab entry as
@@ -45,26 +68,28 @@ fn is_mount_helper_call(argv: &[OsString]) -> bool {
         && Path::new(&argv[1]).is_file()
 }
 
-/// Build a DwarFS image (the `mkdwarfs` command line; `hoard create` has
-/// the same options).
+/// Pack a directory tree into a DwarFS image (hoard as mkdwarfs; `hoard
+/// create` takes the same options).
 #[derive(Debug, Parser)]
-#[command(name = "mkdwarfs", version)]
+#[command(name = "mkdwarfs", version = crate::VERSION)]
 struct Mkdwarfs {
     #[command(flatten)]
     args: crate::cmd::create_args::CreateArgs,
 }
 
-/// Mount a DwarFS image (the `dwarfs` driver's command line).
+/// Mount a DwarFS image with FUSE (hoard as the dwarfs driver, also as
+/// mount.dwarfs and mount.hoard; `hoard mount` takes the same options).
 #[derive(Debug, Parser)]
-#[command(name = "dwarfs", version)]
+#[command(name = "dwarfs", version = crate::VERSION)]
 struct DwarfsMount {
     #[command(flatten)]
     args: MountArgs,
 }
 
-/// Check and show a DwarFS image (the `dwarfsck` options).
+/// Show and check a DwarFS image (hoard as dwarfsck; see also `hoard info`,
+/// `hoard check` and `hoard ls`).
 #[derive(Debug, Parser)]
-#[command(name = "dwarfsck", version)]
+#[command(name = "dwarfsck", version = crate::VERSION)]
 struct Dwarfsck {
     /// The image file.
     #[arg(short = 'i', long = "input")]
@@ -155,9 +180,10 @@ impl Dwarfsck {
     }
 }
 
-/// Extract a DwarFS image (the `dwarfsextract` options).
+/// Extract a DwarFS image into a directory (hoard as dwarfsextract; see
+/// also `hoard extract`).
 #[derive(Debug, Parser)]
-#[command(name = "dwarfsextract", version)]
+#[command(name = "dwarfsextract", version = crate::VERSION)]
 struct Dwarfsextract {
     /// The image file.
     #[arg(short = 'i', long = "input", required = true)]
@@ -214,6 +240,7 @@ impl Dwarfsextract {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::Generate;
 
     fn argv(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
@@ -315,5 +342,16 @@ mod tests {
     fn hoard_parses_subcommands() {
         assert!(parse(&argv(&["hoard", "ls", "x", "-lR"])).is_ok());
         assert!(parse(&argv(&["hoard", "frobnicate"])).is_err());
+    }
+
+    #[test]
+    fn generate_is_an_option_instead_of_a_command() {
+        let cmds = parse(&argv(&["hoard", "--generate", "man", "--out", "d"])).unwrap();
+        assert!(matches!(&cmds[..],
+            [Command::Generate(g)] if g.what == Generate::Man && g.out == Some("d".into())));
+        assert!(parse(&argv(&["hoard", "--generate", "complete-bash", "ls", "x"])).is_err());
+        assert!(parse(&argv(&["hoard", "--out", "d"])).is_err());
+        let cmds = parse(&argv(&["/sbin/mount.dwarfs", "img", "/mnt", "-o", "ro"])).unwrap();
+        assert!(matches!(&cmds[..], [Command::Mount(_)]));
     }
 }

@@ -1,13 +1,20 @@
-//! `hoard`: inspect, verify and extract DwarFS images.
+//! `hoard`: pack directory trees into DwarFS images, and mount, inspect,
+//! verify and extract them.
 //!
-//! Invoked as `dwarfsck` or `dwarfsextract` (through a symlink or copy of
-//! that name) it accepts those tools' common options instead.
+//! Invoked as `mkdwarfs`, `dwarfs`, `dwarfsck` or `dwarfsextract` (through
+//! a symlink or copy of that name) it accepts those tools' common options
+//! instead.
 
 mod args;
 mod checksum;
 mod cmd;
 mod compat;
+mod generate;
 mod manifest;
+
+/// The version and, when built from a git checkout, the commit:
+/// `0.1.0 (84a5946)` (see build.rs).
+pub const VERSION: &str = env!("HOARD_VERSION");
 
 use std::process::ExitCode;
 
@@ -30,11 +37,38 @@ fn main() -> ExitCode {
     }
 }
 
-/// Formats an error and its causes on one line.
+/// Formats an error and its causes on one line, without the
+/// ` (os error N)` that Rust adds to system errors, and without a cause
+/// its error's message already ends with.
 fn one_line(e: &anyhow::Error) -> String {
-    e.chain()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
-        .replace('\n', " ")
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain().map(|c| c.to_string()) {
+        if !parts.last().is_some_and(|last| last.ends_with(&cause)) {
+            parts.push(cause);
+        }
+    }
+    let mut line = parts.join(": ").replace('\n', " ");
+    while let Some(start) = line.find(" (os error ") {
+        let Some(len) = line[start..].find(')') else {
+            break;
+        };
+        line.replace_range(start..=start + len, "");
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_print_on_one_line_without_repeats() {
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let e = anyhow::Error::new(io).context("x: No such file or directory (os error 2)");
+        let e = e.context("cannot open image 'x'");
+        assert_eq!(
+            one_line(&e),
+            "cannot open image 'x': x: No such file or directory"
+        );
+    }
 }

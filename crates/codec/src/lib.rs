@@ -37,10 +37,12 @@ mod tests;
 #[cfg(test)]
 mod tests_partial;
 mod varint;
+mod versions;
 mod zstd;
 
 pub use partial::{partial_decoder, PartialDecoder};
 pub use spec::{compressor_from_spec, Compressor};
+pub use versions::library_versions;
 
 use hoard_format::section::Compression;
 use std::io::Read;

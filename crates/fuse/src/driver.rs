@@ -58,13 +58,14 @@ pub fn serve(
     options: &MountOptions,
     ready: impl FnOnce(Mounted),
 ) -> Result<(), String> {
-    let meta =
-        std::fs::metadata(mountpoint).map_err(|e| format!("{}: {e}", mountpoint.display()))?;
+    let cannot_mount =
+        |why: &dyn std::fmt::Display| format!("cannot mount on '{}': {why}", mountpoint.display());
+    let meta = std::fs::metadata(mountpoint).map_err(|e| cannot_mount(&e))?;
     if !meta.is_dir() {
-        return Err(format!("{}: not a directory", mountpoint.display()));
+        return Err(cannot_mount(&"not a directory"));
     }
     if is_mount_point(mountpoint, &meta) {
-        return Err(format!("{}: already a mount point", mountpoint.display()));
+        return Err(cannot_mount(&"already a mount point"));
     }
     let fs = Filesystem::open(
         image,
@@ -78,7 +79,7 @@ pub fn serve(
             decratio: options.decratio,
         },
     )
-    .map_err(|e| format!("{}: {e}", image.display()))?;
+    .map_err(|e| format!("cannot open image '{}': {e}", image.display()))?;
     lock_memory(options.mlock)?;
     bound_malloc();
     let fs = Arc::new(fs);
@@ -117,7 +118,7 @@ pub fn serve(
     config.n_threads = Some(options.workers);
     config.clone_fd = true;
     let mut session = fuser::Session::new(driver, mountpoint, &config)
-        .map_err(|e| format!("cannot mount on {}: {e}", mountpoint.display()))?;
+        .map_err(|e| format!("cannot mount on '{}': {e}", mountpoint.display()))?;
     ready(Mounted {
         unmounter: session.unmount_callable(),
     });

@@ -114,7 +114,8 @@ pub struct Filesystem {
 }
 
 impl Filesystem {
-    /// Opens the image at `path`.
+    /// Opens the image at `path`. Errors do not name `path`: the caller
+    /// does.
     pub fn open(path: &Path, options: &FsOptions) -> Result<Self> {
         if !(0.0..=1.0).contains(&options.decratio) {
             return Err(Error::Unsupported(format!(

@@ -88,7 +88,8 @@ pub struct Image {
 }
 
 impl Image {
-    /// Opens the image in `path` and lists its sections.
+    /// Opens the image in `path` and lists its sections. Errors do not
+    /// name `path`: the caller does.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
         let source = Source::open(path, !options.no_mmap)?;
         Self::from_source_sized(source, options.offset, options.image_size)
@@ -295,6 +296,16 @@ impl Image {
     pub fn raw_payload(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
         self.source
             .read(section.payload_offset(), section.header.length)
+    }
+
+    /// The size a section's payload declares it decompresses to, read from
+    /// the payload's own header without decoding it; `None` when the
+    /// payload does not declare one or cannot be read.
+    pub fn uncompressed_size(&self, section: &Section) -> Option<u64> {
+        let payload = self.raw_payload(section).ok()?;
+        hoard_codec::uncompressed_size(section.header.compression, &payload)
+            .ok()
+            .flatten()
     }
 
     /// The raw header bytes of a section.

@@ -33,12 +33,13 @@ pub enum Source {
 
 impl Source {
     /// Opens `path`, mapping it unless `use_mmap` is false or mapping fails.
+    /// Errors do not repeat the path: the caller names the file.
     pub fn open(path: &Path, use_mmap: bool) -> Result<Self> {
-        let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+        let io = |e: std::io::Error| Error::Io(e.to_string());
         let file = File::open(path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
         if meta.is_dir() {
-            return Err(Error::Io(format!("{}: is a directory", path.display())));
+            return Err(Error::Io("is a directory".into()));
         }
         if use_mmap && meta.len() > 0 {
             // SAFETY: the image is opened read-only; like every mmap-based

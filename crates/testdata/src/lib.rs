@@ -8,20 +8,30 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The image groups: `compat`, `misc`, `upstream` and `badfs`.
 pub const GROUPS: [&str; 4] = ["compat", "misc", "upstream", "badfs"];
 
+/// The checkout's root: found from the running test's crate folder (cargo
+/// sets `CARGO_MANIFEST_DIR` when it runs tests, so a build shared between
+/// checkouts looks in the right one), else from where this crate was built.
+fn checkout() -> PathBuf {
+    let krate = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    krate.join("../..")
+}
+
 /// The repository's own images.
 pub fn repo_images() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("images")
+    checkout().join("crates/testdata/images")
 }
 
 /// `../shared` beside the checkout, if present; when not, the calling test
 /// is recorded as having skipped what needs it.
 pub fn shared() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
+    let p = checkout().join("../shared");
     if p.join("dwarfs-images").is_dir() {
         Some(p.canonicalize().expect("canonical path of ../shared"))
     } else {

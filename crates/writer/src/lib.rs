@@ -29,6 +29,7 @@ pub mod scan;
 pub mod segment;
 pub mod tree;
 
+pub use hoard_codec::library_versions;
 pub use pipeline::{create, CreateOptions, Progress, Summary};
 
 use std::path::{Path, PathBuf};

@@ -464,9 +464,10 @@ fn adjust(a: &Attrs, options: &AttrOptions) -> Attrs {
     a
 }
 
-/// How times are stored: seconds since `base` in units of the resolution,
-/// plus optional sub-second units.
+/// How times are stored, as DwarFS reads them: `(base + offset) *
+/// resolution` seconds, plus optional sub-second units.
 struct Times {
+    /// The earliest time, in units of the resolution.
     base: u64,
     /// Seconds per unit, when not 1.
     resolution_sec: Option<u32>,
@@ -493,15 +494,15 @@ impl Times {
         });
         let min = times.map(|t| t.sec.max(0) as u64).min().unwrap_or(0);
         Times {
-            base: min / step * step,
+            base: min / step,
             resolution_sec,
             subsec_ns,
         }
     }
 
     fn encode(&self, t: Time) -> (u64, u64) {
-        let sec = (t.sec.max(0) as u64).saturating_sub(self.base);
-        let offset = sec / u64::from(self.resolution_sec.unwrap_or(1));
+        let units = t.sec.max(0) as u64 / u64::from(self.resolution_sec.unwrap_or(1));
+        let offset = units.saturating_sub(self.base);
         let subsec = self
             .subsec_ns
             .map_or(0, |ns| u64::from(t.nsec) / u64::from(ns));

@@ -95,7 +95,14 @@ fn apply(meta: &mut Metadata, r: &Rebuild) {
         meta.inodes.iter_mut().for_each(|i| i.group_index = 0);
     }
     if let Some(t) = r.set_time {
-        meta.timestamp_base = t;
+        // Stored times are (base + offset) units of the resolution.
+        let resolution = meta
+            .options
+            .as_ref()
+            .and_then(|o| o.time_resolution_sec)
+            .unwrap_or(1)
+            .max(1);
+        meta.timestamp_base = t / u64::from(resolution);
         for i in &mut meta.inodes {
             (
                 i.atime_offset,
@@ -294,6 +301,9 @@ pub fn rewrite(
     if let Some(entry) = &options.history {
         history.push(entry.clone());
     }
+    for entry in &mut history {
+        entry.version.complete();
+    }
     if !history.is_empty() {
         let encoded = hoard_format::write::encode_history(&history);
         let (algo, payload) = pack(&options.schema_compression, &encoded)?;
@@ -305,4 +315,28 @@ pub fn rewrite(
         input_bytes,
         output_bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hoard_format::metadata::FsOptions;
+
+    #[test]
+    fn set_time_is_stored_in_units_of_the_resolution() {
+        let mut meta = Metadata {
+            options: Some(FsOptions {
+                time_resolution_sec: Some(60),
+                ..Default::default()
+            }),
+            inodes: vec![Default::default()],
+            ..Default::default()
+        };
+        let rebuild = Rebuild {
+            set_time: Some(1_700_013_600),
+            ..Default::default()
+        };
+        apply(&mut meta, &rebuild);
+        assert_eq!(meta.timestamp_base * 60, 1_700_013_600);
+    }
 }

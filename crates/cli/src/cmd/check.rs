@@ -4,7 +4,7 @@
 
 use crate::args::{CheckArgs, ChecksumAlgo};
 use crate::checksum::file_checksum;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use hoard_reader::walk::{self, Node};
 use hoard_reader::{check, FileKind, Filesystem, Image};
 use rayon::prelude::*;
@@ -15,6 +15,12 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
     if let Some(algo) = args.checksum {
         let fs = super::open(&args.image)?;
         return super::with_workers(args.workers, || print_checksums(&fs, algo))?;
+    }
+    // A file that cannot be read at all is an error, not a problem found.
+    if let Err(e @ hoard_reader::Error::Io(_)) = Image::open(&args.image.image, &open_options(args))
+    {
+        return Err(e)
+            .with_context(|| format!("cannot open image '{}'", args.image.image.display()));
     }
     let report = super::with_workers(args.workers, || check(args))?;
     if args.json {
@@ -43,12 +49,16 @@ struct Report {
     found: check::Report,
 }
 
-fn check(args: &CheckArgs) -> Report {
-    let options = hoard_reader::OpenOptions {
+fn open_options(args: &CheckArgs) -> hoard_reader::OpenOptions {
+    hoard_reader::OpenOptions {
         offset: args.image.offset,
         no_mmap: false,
         image_size: None,
-    };
+    }
+}
+
+fn check(args: &CheckArgs) -> Report {
+    let options = open_options(args);
     let found = check::check_image(
         || Image::open(&args.image.image, &options),
         args.image.cache_size,

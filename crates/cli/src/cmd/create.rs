@@ -6,7 +6,6 @@ use super::categorized::split;
 use super::create_args::CreateArgs;
 use super::progress::{human_bytes, with_display};
 use anyhow::{anyhow, bail, Context, Result};
-use hoard_format::history::HistoryEntry;
 use hoard_format::write::PackOptions;
 use hoard_writer::categorize::{CategorizeOptions, Categorizer, IncompressibleOptions};
 use hoard_writer::chmod::Chmod;
@@ -34,7 +33,7 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
     let summary = with_display(&progress, !quiet, || {
         create(&options, &progress, Arc::clone(&cancel))
     })
-    .with_context(|| args.output.display().to_string())?;
+    .context("cannot create image")?;
     let elapsed = started.elapsed().as_secs_f64();
     if args.log_level != "error" {
         for w in &summary.warnings {
@@ -153,26 +152,16 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
                 .context("standard input")?;
             buf
         } else {
-            std::fs::read(list).with_context(|| list.display().to_string())?
+            std::fs::read(list)
+                .with_context(|| format!("cannot read input list '{}'", list.display()))?
         };
         o.scan.only = Some(hoard_writer::scan::InputList::parse(&text));
     }
     if !args.filters.is_empty() {
         o.filter = Some(Filter::parse(&args.filters)?);
     }
-    let source_date_epoch = match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) => Some(
-            v.trim()
-                .parse::<i64>()
-                .map_err(|_| anyhow!("SOURCE_DATE_EPOCH '{v}' is not a number of seconds"))?,
-        ),
-        Err(_) => None,
-    };
-    let now = source_date_epoch.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64)
-    });
+    let source_date_epoch = super::history::source_date_epoch()?;
+    let now = super::history::now()?;
     o.attrs.set_owner = args.set_owner;
     o.attrs.set_group = args.set_group;
     o.attrs.set_time = args
@@ -197,26 +186,17 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
     if let Some(h) = &args.header {
-        o.header = Some(std::fs::read(h).with_context(|| h.display().to_string())?);
+        o.header = Some(
+            std::fs::read(h)
+                .with_context(|| format!("cannot read header file '{}'", h.display()))?,
+        );
     }
     if !args.no_history {
-        o.history = Some(history_entry(
+        o.history = Some(super::history::this_run(
             (!args.no_history_timestamps).then_some(now.max(0) as u64),
         ));
     }
     Ok(o)
-}
-
-/// The history entry recording this run of hoard.
-pub fn history_entry(timestamp: Option<u64>) -> HistoryEntry {
-    HistoryEntry {
-        version: env!("CARGO_PKG_VERSION").into(),
-        system_id: format!("{} [{}]", std::env::consts::OS, std::env::consts::ARCH),
-        compiler_id: "rustc".into(),
-        arguments: Some(std::env::args().collect()),
-        timestamp,
-        library_versions: None,
-    }
 }
 
 /// `--debug-filter`: shows what the filters decide, builds nothing.

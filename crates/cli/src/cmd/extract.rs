@@ -121,12 +121,17 @@ impl Extractor<'_> {
         }
     }
 
-    /// Records a failure, or returns it when not continuing on errors.
-    fn handle(&self, node: &Node, result: Result<()>) -> Result<()> {
+    /// Records a failure to `what` (e.g. "write file") an entry, or returns
+    /// it when not continuing on errors.
+    fn handle(&self, node: &Node, what: &str, result: Result<()>) -> Result<()> {
         match result {
             Ok(()) => Ok(()),
             Err(e) => {
-                let msg = format!("{}: {}", self.target(node).display(), crate::one_line(&e));
+                let msg = format!(
+                    "cannot {what} '{}': {}",
+                    self.target(node).display(),
+                    crate::one_line(&e)
+                );
                 if self.continue_on_error {
                     self.errors
                         .lock()
@@ -141,9 +146,10 @@ impl Extractor<'_> {
     }
 
     fn extract(&self, nodes: &[Node]) -> Result<()> {
-        fs::create_dir_all(&self.root).with_context(|| format!("{}", self.root.display()))?;
+        fs::create_dir_all(&self.root)
+            .with_context(|| format!("cannot create output directory '{}'", self.root.display()))?;
         for node in nodes.iter().filter(|n| n.kind == FileKind::Directory) {
-            self.handle(node, self.make_dir(node))?;
+            self.handle(node, "create directory", self.make_dir(node))?;
         }
         // Regular files: content once per inode, hard links for the rest.
         let mut by_inode: HashMap<u32, Vec<&Node>> = HashMap::new();
@@ -157,26 +163,29 @@ impl Extractor<'_> {
             .collect();
         firsts
             .par_iter()
-            .try_for_each(|node| self.handle(node, self.write_file(node)))?;
+            .try_for_each(|node| self.handle(node, "write file", self.write_file(node)))?;
         for links in by_inode.values() {
             for node in &links[1..] {
-                self.handle(node, self.hard_link(links[0], node))?;
+                self.handle(node, "create hard link", self.hard_link(links[0], node))?;
             }
         }
         for node in nodes {
-            let r = match node.kind {
+            let (what, r) = match node.kind {
                 FileKind::Directory | FileKind::Regular => continue,
-                FileKind::Symlink => self.symlink(node),
-                _ => self.special(node),
+                FileKind::Symlink => ("create symlink", self.symlink(node)),
+                FileKind::Fifo => ("create fifo", self.special(node)),
+                FileKind::Socket => ("create socket", self.special(node)),
+                _ => ("create device", self.special(node)),
             };
-            self.handle(node, r)?;
+            self.handle(node, what, r)?;
         }
         // Attributes: everything but directories, then directories deepest first.
+        let attributes = "restore attributes of";
         for node in nodes.iter().filter(|n| n.kind != FileKind::Directory) {
-            self.handle(node, self.set_attributes(node))?;
+            self.handle(node, attributes, self.set_attributes(node))?;
         }
         for node in nodes.iter().rev().filter(|n| n.kind == FileKind::Directory) {
-            self.handle(node, self.set_attributes(node))?;
+            self.handle(node, attributes, self.set_attributes(node))?;
         }
         Ok(())
     }
@@ -276,12 +285,13 @@ impl Extractor<'_> {
         let st = self.fs.stat(node.ino)?;
         let path = self.target(node);
         if self.restore_owners {
-            std::os::unix::fs::lchown(&path, Some(st.uid), Some(st.gid))?;
+            std::os::unix::fs::lchown(&path, Some(st.uid), Some(st.gid)).context("chown")?;
         }
         if node.kind != FileKind::Symlink {
-            fs::set_permissions(&path, fs::Permissions::from_mode(st.permissions()))?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(st.permissions()))
+                .context("chmod")?;
         }
-        set_times(&path, &st)
+        set_times(&path, &st).context("set times")
     }
 }
 

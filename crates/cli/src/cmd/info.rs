@@ -1,10 +1,14 @@
-//! `hoard info`: what an image holds and how it was made.
+//! `hoard info`: what an image holds and how it was made. The figures
+//! `dwarfsck` shows (block and category sizes, metadata table counts,
+//! options, history) are here too, under names of their own.
 
+use super::info_history::history;
 use crate::args::InfoArgs;
 use anyhow::Result;
+use hoard_format::metadata::{Metadata, StringStorage};
 use hoard_format::section::SectionType;
-use hoard_reader::Filesystem;
-use serde_json::{json, Value};
+use hoard_reader::{Filesystem, Section};
+use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 /// Prints a summary of the image, as text or JSON.
@@ -19,54 +23,166 @@ pub fn run(args: &InfoArgs) -> Result<u8> {
     Ok(0)
 }
 
+/// Count, compressed and (when every payload declares it) uncompressed
+/// bytes of a group of sections.
+#[derive(Default)]
+struct Sizes {
+    count: u64,
+    compressed: u64,
+    uncompressed: Option<u64>,
+}
+
+impl Sizes {
+    fn add(&mut self, compressed: u64, uncompressed: Option<u64>) {
+        if self.count == 0 {
+            self.uncompressed = Some(0);
+        }
+        self.count += 1;
+        self.compressed += compressed;
+        self.uncompressed = self.uncompressed.zip(uncompressed).map(|(a, b)| a + b);
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "count": self.count,
+            "compressed_bytes": self.compressed,
+            "uncompressed_bytes": self.uncompressed,
+        })
+    }
+}
+
+fn sizes_of<'a>(fs: &Filesystem, sections: impl Iterator<Item = &'a Section>) -> Sizes {
+    let mut sizes = Sizes::default();
+    for s in sections {
+        sizes.add(s.header.length, fs.image().uncompressed_size(s));
+    }
+    sizes
+}
+
+fn grouped(groups: BTreeMap<String, Sizes>) -> Value {
+    groups
+        .into_iter()
+        .map(|(name, sizes)| (name, sizes.json()))
+        .collect::<Map<_, _>>()
+        .into()
+}
+
+/// DwarFS's names for the options an image's metadata was stored with.
+fn option_names(meta: &Metadata) -> Vec<&'static str> {
+    let o = meta.options.unwrap_or_default();
+    let mut names = Vec::new();
+    for (name, storage) in [
+        ("names", meta.storage.names),
+        ("symlinks", meta.storage.symlinks),
+    ] {
+        if let StringStorage::Compact { packed_index, fsst } = storage {
+            if fsst {
+                names.push(if name == "names" {
+                    "packed_names"
+                } else {
+                    "packed_symlinks"
+                });
+            }
+            if packed_index {
+                names.push(if name == "names" {
+                    "packed_names_index"
+                } else {
+                    "packed_symlinks_index"
+                });
+            }
+        }
+    }
+    for (name, on) in [
+        ("mtime_only", o.mtime_only),
+        ("packed_chunk_table", o.packed_chunk_table),
+        ("packed_directories", o.packed_directories),
+        ("packed_shared_files_table", o.packed_shared_files_table),
+        ("has_btime", o.has_btime),
+        ("inodes_have_nlink", o.inodes_have_nlink),
+    ] {
+        if meta.options.is_some() && on {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The sizes of the metadata's tables as stored, as `dwarfsck -d3` counts
+/// them.
+fn metadata_tables(fs: &Filesystem, meta: &Metadata) -> Value {
+    let layout = fs.layout();
+    let plain = |s: StringStorage, len: usize| if s == StringStorage::Plain { len } else { 0 };
+    let mut t = json!({
+        "symlink_inode_offset": layout.symlinks,
+        "file_inode_offset": layout.files,
+        "dev_inode_offset": layout.devices,
+        "chunks": meta.chunks.len(),
+        "directories": meta.directories.len(),
+        "inodes": meta.inodes.len(),
+        "chunk_table": meta.chunk_table.len(),
+        "symlink_table": meta.symlink_table.len(),
+        "uids": meta.uids.len(),
+        "gids": meta.gids.len(),
+        "modes": meta.modes.len(),
+        "names": plain(meta.storage.names, meta.names.len()),
+        "symlinks": plain(meta.storage.symlinks, meta.symlinks.len()),
+        "devices": meta.devices.as_ref().map(Vec::len),
+        "dir_entries": meta.dir_entries.len(),
+        "unique_files": layout.unique_files,
+    });
+    let shared = meta.shared_files.len();
+    if meta
+        .options
+        .as_ref()
+        .is_some_and(|o| o.packed_shared_files_table)
+    {
+        // Packed, the table holds one count per shared content.
+        let packed = meta
+            .shared_files
+            .last()
+            .map_or(0, |&last| last as usize + 1);
+        t["packed_shared_files_table"] = json!(packed);
+        t["unpacked_shared_files_table"] = json!(shared);
+    } else {
+        t["shared_files_table"] = json!(shared);
+    }
+    t
+}
+
 fn collect(fs: &Filesystem) -> Result<Value> {
     let image = fs.image();
     let meta = fs.metadata()?;
     let layout = fs.layout();
-    let mut codecs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for b in fs.blocks() {
-        let e = codecs.entry(b.header.compression.name()).or_default();
-        e.0 += 1;
-        e.1 += b.header.length;
+    let mut by_codec: BTreeMap<String, Sizes> = BTreeMap::new();
+    let mut by_category: BTreeMap<String, Sizes> = BTreeMap::new();
+    let names = meta.category_names.clone().unwrap_or_default();
+    for (i, b) in fs.blocks().iter().enumerate() {
+        let uncompressed = image.uncompressed_size(b);
+        by_codec
+            .entry(b.header.compression.name())
+            .or_default()
+            .add(b.header.length, uncompressed);
+        let category = meta.block_categories.as_ref().and_then(|c| c.get(i));
+        if let Some(&c) = category {
+            let name = names
+                .get(c as usize)
+                .cloned()
+                .unwrap_or_else(|| c.to_string());
+            by_category
+                .entry(name)
+                .or_default()
+                .add(b.header.length, uncompressed);
+        }
     }
-    let blocks: Value = codecs
-        .iter()
-        .map(|(name, (count, bytes))| {
-            (
-                name.clone(),
-                json!({"count": count, "compressed_bytes": bytes}),
-            )
-        })
-        .collect::<serde_json::Map<_, _>>()
-        .into();
-    let section_bytes = |kind| {
+    let all_blocks = sizes_of(fs, fs.blocks().iter());
+    let metadata = sizes_of(
+        fs,
         image
             .sections()
             .iter()
-            .filter(|s| s.header.kind == kind)
-            .map(|s| s.header.length)
-            .sum::<u64>()
-    };
+            .filter(|s| s.header.kind == SectionType::METADATA_V2),
+    );
     let options = meta.options.unwrap_or_default();
-    let history = image
-        .find(SectionType::HISTORY)
-        .and_then(|s| image.load(s, 1 << 24).ok())
-        .and_then(|p| hoard_format::history::decode_history(&p).ok())
-        .map(|entries| {
-            entries
-                .iter()
-                .map(|h| {
-                    json!({
-                        "version": h.version,
-                        "system": h.system_id,
-                        "compiler": h.compiler_id,
-                        "arguments": h.arguments,
-                        "timestamp": h.timestamp,
-                        "libraries": h.library_versions,
-                    })
-                })
-                .collect::<Vec<_>>()
-        });
     Ok(json!({
         "format_version": image.version().to_string(),
         "image_offset": image.offset(),
@@ -75,10 +191,14 @@ fn collect(fs: &Filesystem) -> Result<Value> {
         "sections": image.sections().len(),
         "block_size": meta.block_size,
         "blocks": fs.blocks().len(),
-        "blocks_by_compression": blocks,
-        "compressed_block_bytes": section_bytes(SectionType::BLOCK),
-        "compressed_metadata_bytes": section_bytes(SectionType::METADATA_V2),
+        "blocks_by_compression": grouped(by_codec),
+        "blocks_by_category": meta.block_categories.is_some().then(|| grouped(by_category)),
+        "compressed_block_bytes": all_blocks.compressed,
+        "uncompressed_block_bytes": all_blocks.uncompressed,
+        "compressed_metadata_bytes": metadata.compressed,
+        "uncompressed_metadata_bytes": metadata.uncompressed,
         "original_file_bytes": meta.total_fs_size,
+        "original_allocated_file_bytes": meta.total_allocated_fs_size,
         "hardlinked_bytes": meta.total_hardlink_size,
         "inodes": {
             "total": layout.count,
@@ -91,6 +211,8 @@ fn collect(fs: &Filesystem) -> Result<Value> {
         },
         "chunks": meta.chunks.len(),
         "directory_entries": meta.dir_entries.len(),
+        "metadata_tables": metadata_tables(fs, meta),
+        "options": option_names(meta),
         "time_resolution_sec": options.time_resolution_sec.unwrap_or(1),
         "subsecond_nsec_multiplier": options.subsecond_resolution_nsec_multiplier,
         "mtime_only": options.mtime_only,
@@ -101,13 +223,29 @@ fn collect(fs: &Filesystem) -> Result<Value> {
             "names": format!("{:?}", meta.storage.names),
             "symlinks": format!("{:?}", meta.storage.symlinks),
         },
+        "preferred_path_separator": meta
+            .preferred_path_separator
+            .and_then(char::from_u32)
+            .map(String::from),
         "features": meta.features.clone().unwrap_or_default(),
-        "categories": meta.category_names.clone().unwrap_or_default(),
+        "categories": names,
         "sparse_files": meta.hole_block_index.is_some(),
         "created_by": meta.dwarfs_version,
         "created_at": meta.create_timestamp,
-        "history": history,
+        "history": history(fs),
     }))
+}
+
+/// `N blocks, C compressed[, U uncompressed]`.
+fn sizes_text(v: &Value) -> String {
+    let mut s = format!(
+        "{} blocks, {} compressed",
+        v["count"], v["compressed_bytes"]
+    );
+    if let Some(u) = v["uncompressed_bytes"].as_u64() {
+        s.push_str(&format!(", {u} uncompressed"));
+    }
+    s
 }
 
 fn print_text(info: &Value) {
@@ -117,7 +255,7 @@ fn print_text(info: &Value) {
             Value::Null => return,
             other => other.to_string(),
         };
-        println!("{label:<28}{text}");
+        println!("{label:<30}{text}");
     };
     let fields = [
         ("format version", "format_version"),
@@ -128,14 +266,18 @@ fn print_text(info: &Value) {
         ("block size", "block_size"),
         ("blocks", "blocks"),
         ("compressed block bytes", "compressed_block_bytes"),
+        ("uncompressed block bytes", "uncompressed_block_bytes"),
         ("compressed metadata bytes", "compressed_metadata_bytes"),
+        ("uncompressed metadata bytes", "uncompressed_metadata_bytes"),
         ("original file bytes", "original_file_bytes"),
+        ("original allocated bytes", "original_allocated_file_bytes"),
         ("hardlinked bytes", "hardlinked_bytes"),
         ("chunks", "chunks"),
         ("directory entries", "directory_entries"),
         ("time resolution (s)", "time_resolution_sec"),
         ("subsecond multiplier (ns)", "subsecond_nsec_multiplier"),
         ("sparse files", "sparse_files"),
+        ("preferred path separator", "preferred_path_separator"),
         ("created by", "created_by"),
         ("created at", "created_at"),
     ];
@@ -144,8 +286,19 @@ fn print_text(info: &Value) {
     }
     for (label, key) in [
         ("blocks by compression", "blocks_by_compression"),
+        ("blocks by category", "blocks_by_category"),
+    ] {
+        if let Value::Object(map) = &info[key] {
+            println!("{label}:");
+            for (k, v) in map {
+                line(&format!("  {k}"), &Value::String(sizes_text(v)));
+            }
+        }
+    }
+    for (label, key) in [
         ("inodes", "inodes"),
         ("packed", "packed"),
+        ("metadata tables", "metadata_tables"),
     ] {
         if let Value::Object(map) = &info[key] {
             println!("{label}:");
@@ -154,21 +307,13 @@ fn print_text(info: &Value) {
             }
         }
     }
-    for key in ["features", "categories"] {
+    for key in ["options", "features", "categories"] {
         if let Value::Array(items) = &info[key] {
             if !items.is_empty() {
-                let names: Vec<String> = items
-                    .iter()
-                    .map(|v| v.as_str().unwrap_or_default().to_string())
-                    .collect();
+                let names: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
                 line(key, &Value::String(names.join(", ")));
             }
         }
     }
-    if let Value::Array(entries) = &info["history"] {
-        println!("history:");
-        for e in entries {
-            println!("  {e}");
-        }
-    }
+    super::info_history::print_text(&info["history"]);
 }

@@ -7,7 +7,9 @@ pub mod create;
 pub mod create_args;
 mod diff;
 mod extract;
+mod history;
 mod info;
+mod info_history;
 mod ls;
 mod manifest;
 mod mount;
@@ -26,6 +28,7 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
     let mut code = 0u8;
     for command in commands {
         code = match command {
+            Command::Generate(a) => crate::generate::run(&a)?,
             Command::Create(a) => match &a.recompress {
                 Some(what) => rewrite::run(&a.as_rewrite(what))?,
                 None => create::run(&a)?,
@@ -59,7 +62,8 @@ pub fn open(args: &ImageArgs) -> Result<Filesystem> {
         cache_size: args.cache_size,
         ..FsOptions::default()
     };
-    Filesystem::open(&args.image, &options).with_context(|| args.image.display().to_string())
+    Filesystem::open(&args.image, &options)
+        .with_context(|| format!("cannot open image '{}'", args.image.display()))
 }
 
 /// Runs `f` on a thread pool of `workers` threads (default: one per core).

@@ -117,7 +117,7 @@ pub fn umount(args: &UmountArgs) -> Result<u8> {
             if s.success() {
                 Ok(0)
             } else {
-                bail!("cannot unmount {}", args.mountpoint.display())
+                bail!("cannot unmount '{}'", args.mountpoint.display())
             }
         }
     }

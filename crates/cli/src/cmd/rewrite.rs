@@ -24,9 +24,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         "none" => (false, false),
         other => bail!("--recompress '{other}': expected all, block, metadata or none"),
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = super::history::now()?;
     let rebuild = args
         .rebuild_metadata
         .then(|| -> Result<Rebuild> {
@@ -78,13 +76,16 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
             .memory_limit
             .map_or_else(hoard_writer::pipeline::default_memory_limit, |l| l as u64),
         history: (!args.no_history).then(|| {
-            super::create::history_entry((!args.no_history_timestamps).then_some(now.max(0) as u64))
+            super::history::this_run((!args.no_history_timestamps).then_some(now.max(0) as u64))
         }),
         section_index: !args.no_section_index,
         header: args
             .header
             .as_ref()
-            .map(|h| std::fs::read(h).with_context(|| h.display().to_string()))
+            .map(|h| {
+                std::fs::read(h)
+                    .with_context(|| format!("cannot read header file '{}'", h.display()))
+            })
             .transpose()?,
     };
     let cancel = Arc::new(AtomicBool::new(false));
@@ -92,8 +93,8 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
     }
     let progress = Default::default();
-    let summary =
-        rewrite(&options, &progress, cancel).with_context(|| args.output.display().to_string())?;
+    let summary = rewrite(&options, &progress, cancel)
+        .with_context(|| format!("cannot rewrite image '{}'", args.input.display()))?;
     if !args.no_progress {
         println!(
             "rewrote {} blocks: {} -> {}",

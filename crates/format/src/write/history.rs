@@ -1,50 +1,41 @@
 //! The HISTORY payload: the inverse of [`crate::history::decode_history`].
 
 use super::thrift::{encode_struct, Value};
-use crate::history::HistoryEntry;
+use crate::history::{HistoryEntry, ToolVersion};
 use std::collections::BTreeMap;
 
-/// Splits `major.minor.patch (description)` into its parts.
-fn version(v: &str) -> Value {
-    let (numbers, desc) = match v.split_once(" (") {
-        Some((n, d)) => (n, Some(d.trim_end_matches(')'))),
-        None => (v, None),
-    };
-    let mut parts = numbers
-        .split('.')
-        .map(|p| p.parse::<u16>().unwrap_or(0) as i16);
+fn binary(s: &str) -> Value {
+    Value::Binary(s.as_bytes().to_vec())
+}
+
+fn version(v: &ToolVersion) -> Value {
     let mut fields = BTreeMap::from([
-        (1, Value::I16(parts.next().unwrap_or(0))),
-        (2, Value::I16(parts.next().unwrap_or(0))),
-        (3, Value::I16(parts.next().unwrap_or(0))),
-        (4, Value::Bool(desc.is_none())),
+        (1, Value::I16(v.major as i16)),
+        (2, Value::I16(v.minor as i16)),
+        (3, Value::I16(v.patch as i16)),
+        (4, Value::Bool(v.is_release)),
     ]);
-    if let Some(d) = desc {
-        fields.insert(7, Value::Binary(d.as_bytes().to_vec()));
+    for (id, text) in [(5, &v.git_rev), (6, &v.git_branch), (7, &v.git_desc)] {
+        if let Some(t) = text {
+            fields.insert(id, binary(t));
+        }
     }
     Value::Struct(fields)
 }
 
-fn strings(list: &[String]) -> Value {
-    Value::List(
-        list.iter()
-            .map(|s| Value::Binary(s.as_bytes().to_vec()))
-            .collect(),
-    )
-}
-
-/// Encodes history entries as a HISTORY section payload.
+/// Encodes history entries as a HISTORY section payload. Library versions
+/// are a thrift set: written sorted and without duplicates.
 pub fn encode_history(entries: &[HistoryEntry]) -> Vec<u8> {
     let list = entries
         .iter()
         .map(|e| {
             let mut f = BTreeMap::from([
                 (1, version(&e.version)),
-                (2, Value::Binary(e.system_id.as_bytes().to_vec())),
-                (3, Value::Binary(e.compiler_id.as_bytes().to_vec())),
+                (2, binary(&e.system_id)),
+                (3, binary(&e.compiler_id)),
             ]);
             if let Some(a) = &e.arguments {
-                f.insert(4, strings(a));
+                f.insert(4, Value::List(a.iter().map(|s| binary(s)).collect()));
             }
             if let Some(t) = e.timestamp {
                 f.insert(5, Value::I64(t as i64));
@@ -53,7 +44,7 @@ pub fn encode_history(entries: &[HistoryEntry]) -> Vec<u8> {
                 let mut sorted = l.clone();
                 sorted.sort();
                 sorted.dedup();
-                f.insert(6, strings(&sorted));
+                f.insert(6, Value::Set(sorted.iter().map(|s| binary(s)).collect()));
             }
             Value::Struct(f)
         })
@@ -70,16 +61,27 @@ mod tests {
     fn history_round_trips() {
         let entries = vec![
             HistoryEntry {
-                version: "0.15.3 (v0.15.3)".into(),
+                version: ToolVersion {
+                    major: 0,
+                    minor: 15,
+                    patch: 3,
+                    is_release: true,
+                    git_rev: Some("59e391fcda".into()),
+                    git_branch: Some("HEAD".into()),
+                    git_desc: Some("v0.15.3".into()),
+                },
                 system_id: "Linux [x86_64]".into(),
                 compiler_id: "GNU 12.2.0".into(),
                 arguments: Some(vec!["mkdwarfs".into(), "-i".into(), "x".into()]),
                 timestamp: Some(1_700_000_000),
-                library_versions: Some(vec!["zstd-1.5.4".into()]),
+                library_versions: Some(vec!["lz4-1.9.4".into(), "zstd-1.5.4".into()]),
             },
             HistoryEntry {
-                version: "0.1.0".into(),
-                system_id: "linux [x86_64]".into(),
+                version: ToolVersion {
+                    minor: 1,
+                    ..Default::default()
+                },
+                system_id: "Linux [x86_64]".into(),
                 compiler_id: "rustc".into(),
                 arguments: None,
                 timestamp: None,
@@ -87,5 +89,21 @@ mod tests {
             },
         ];
         assert_eq!(decode_history(&encode_history(&entries)).unwrap(), entries);
+    }
+
+    #[test]
+    fn library_versions_are_a_thrift_set() {
+        let entry = HistoryEntry {
+            library_versions: Some(vec!["b-1".into(), "a-2".into(), "b-1".into()]),
+            ..Default::default()
+        };
+        let bytes = encode_history(&[entry]);
+        let back = decode_history(&bytes).unwrap();
+        assert_eq!(
+            back[0].library_versions,
+            Some(vec!["a-2".to_string(), "b-1".to_string()])
+        );
+        // Field 6 header (delta 3 after field 3, type 10 = set).
+        assert!(bytes.windows(2).any(|w| w == [0x3a, 0x28]));
     }
 }

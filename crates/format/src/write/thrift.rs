@@ -11,6 +11,7 @@ const I32: u8 = 5;
 const I64: u8 = 6;
 const BINARY: u8 = 8;
 const LIST: u8 = 9;
+const SET: u8 = 10;
 const MAP: u8 = 11;
 const STRUCT: u8 = 12;
 
@@ -27,8 +28,10 @@ pub enum Value {
     I64(i64),
     /// `string` or `binary`.
     Binary(Vec<u8>),
-    /// `list` or `set`.
+    /// `list`.
     List(Vec<Value>),
+    /// `set`: like a list, but typed as a set, which readers check.
+    Set(Vec<Value>),
     /// `map`.
     Map(Vec<(Value, Value)>),
     /// A struct: field id to value.
@@ -57,6 +60,7 @@ fn type_id(v: &Value) -> u8 {
         Value::I64(_) => I64,
         Value::Binary(_) => BINARY,
         Value::List(_) => LIST,
+        Value::Set(_) => SET,
         Value::Map(_) => MAP,
         Value::Struct(_) => STRUCT,
     }
@@ -73,7 +77,7 @@ fn body(out: &mut Vec<u8>, v: &Value) {
             varint(out, b.len() as u64);
             out.extend_from_slice(b);
         }
-        Value::List(items) => {
+        Value::List(items) | Value::Set(items) => {
             // Booleans in containers are stored as type 1 = true.
             let elem = items.first().map_or(I64, |i| match type_id(i) {
                 BOOL_FALSE => BOOL_TRUE,
@@ -144,7 +148,7 @@ mod tests {
             Value::I32(i) => Decoded::Int(i64::from(*i)),
             Value::I64(i) => Decoded::Int(*i),
             Value::Binary(b) => Decoded::Binary(b.clone()),
-            Value::List(l) => Decoded::List(l.iter().map(decoded).collect()),
+            Value::List(l) | Value::Set(l) => Decoded::List(l.iter().map(decoded).collect()),
             Value::Map(m) => {
                 Decoded::Map(m.iter().map(|(k, v)| (decoded(k), decoded(v))).collect())
             }
@@ -181,6 +185,7 @@ mod tests {
             (5, Value::List(vec![])),
             (6, Value::Map(vec![])),
             (7, Value::List(vec![Value::Bool(true), Value::Bool(false)])),
+            (9, Value::Set(vec![Value::Binary(b"a".to_vec())])),
         ]));
         let bytes = encode_struct(&v);
         let (back, used) = decode_struct(&bytes).unwrap();

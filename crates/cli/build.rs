@@ -1,0 +1,119 @@
+//! Records what the binary says about its build:
+//! - `HOARD_VERSION`: the version and git commit (`0.1.0 (84a5946)`), for
+//!   `hoard --version` and the man pages; `HOARD_DATE`, the commit's date,
+//!   for the man pages;
+//! - for the history entries of the images it writes: `HOARD_COMPILER_ID`
+//!   (`rustc 1.83.0`), and from a checkout `HOARD_GIT_REV`,
+//!   `HOARD_GIT_BRANCH` and `HOARD_GIT_RELEASE` (set when HEAD is the tag
+//!   `v<version>`).
+//!
+//! Built outside a git checkout (a source tarball, or without `git`) the
+//! version is the package version alone and the git fields are left out.
+//!
+//! Cargo runs build scripts in the package's directory, so the git commands
+//! below look at the checkout this crate is in.
+
+use std::path::Path;
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    let version = env!("CARGO_PKG_VERSION");
+    // A tarball unpacked inside some other repository is not a checkout of
+    // hoard: only trust git when it tracks this very file.
+    let tracked = git(&["ls-files", "--full-name", "build.rs"]).is_some();
+    let commit = tracked
+        .then(|| git(&["rev-parse", "--short", "HEAD"]))
+        .flatten();
+    let full = match &commit {
+        Some(commit) => format!("{version} ({commit})"),
+        None => version.to_string(),
+    };
+    println!("cargo:rustc-env=HOARD_VERSION={full}");
+    // The date the man pages carry: the commit's, else SOURCE_DATE_EPOCH's
+    // (set by reproducible package builds), else today's.
+    println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
+    let date = commit
+        .and_then(|_| git(&["log", "-1", "--format=%cs", "HEAD"]))
+        .unwrap_or_else(|| {
+            let secs = std::env::var("SOURCE_DATE_EPOCH")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| {
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs())
+                });
+            civil_date(secs / 86_400)
+        });
+    println!("cargo:rustc-env=HOARD_DATE={date}");
+    compiler_id();
+    if tracked {
+        git_fields(version);
+    }
+    watch_head();
+}
+
+/// `HOARD_COMPILER_ID`: "rustc 1.83.0 (90b35a623 2024-11-26)" -> "rustc 1.83.0".
+fn compiler_id() {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(rustc).arg("--version").output();
+    if let Some(v) = out.ok().and_then(|o| String::from_utf8(o.stdout).ok()) {
+        let short: Vec<&str> = v.split_whitespace().take(2).collect();
+        println!("cargo:rustc-env=HOARD_COMPILER_ID={}", short.join(" "));
+    }
+}
+
+/// `HOARD_GIT_REV`, `HOARD_GIT_BRANCH` and `HOARD_GIT_RELEASE`.
+fn git_fields(version: &str) {
+    let Some(rev) = git(&["rev-parse", "--short=10", "HEAD"]) else {
+        return;
+    };
+    let branch = git(&["rev-parse", "--abbrev-ref", "HEAD"]).unwrap_or_else(|| "HEAD".into());
+    let tag = format!("v{version}");
+    let is_release =
+        git(&["describe", "--tags", "--exact-match", "HEAD"]).as_deref() == Some(&*tag);
+    println!("cargo:rustc-env=HOARD_GIT_REV={rev}");
+    println!("cargo:rustc-env=HOARD_GIT_BRANCH={branch}");
+    if is_release {
+        println!("cargo:rustc-env=HOARD_GIT_RELEASE=1");
+    }
+}
+
+/// `YYYY-MM-DD` of a day counted from 1970-01-01 (proleptic Gregorian).
+fn civil_date(days: u64) -> String {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Rebuilds when HEAD moves: a checkout (`HEAD`), a commit on the current
+/// branch (its ref file) or a `git pack-refs` (`packed-refs`).
+fn watch_head() {
+    let mut files = vec![git(&["rev-parse", "--git-path", "HEAD"])];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        files.push(git(&["rev-parse", "--git-path", &branch]));
+    }
+    files.push(git(&["rev-parse", "--git-path", "packed-refs"]));
+    for file in files.into_iter().flatten() {
+        // Cargo reruns a build script on every build while a watched file
+        // is missing, so only existing ones are named.
+        if Path::new(&file).exists() {
+            println!("cargo:rerun-if-changed={file}");
+        }
+    }
+}
+
+/// Runs git; its trimmed output when it succeeds and prints something.
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}

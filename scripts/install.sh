@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds hoard (release) and installs it under PREFIX (default /usr/local):
+#   bin/hoard, with bin/mkdwarfs, bin/dwarfs, bin/dwarfsck and
+#   bin/dwarfsextract as symlinks to it (each runs as that DwarFS tool);
+#   sbin/mount.dwarfs and sbin/mount.hoard, the helpers mount(8) runs for
+#   `-t dwarfs` and `-t hoard` (it looks in /sbin, so with a PREFIX other
+#   than /usr link them from there);
+#   share/man/man1: hoard.1, hoard-COMMAND.1, mkdwarfs.1, dwarfs.1,
+#   dwarfsck.1, dwarfsextract.1;
+#   bash, zsh and fish completions where those shells look for them.
+# DESTDIR, if set, is prepended to every installed path (for packaging).
+# Usage: scripts/install.sh [PREFIX]
+set -euo pipefail
+prefix=${1:-/usr/local}
+case $prefix in
+  /*) ;;
+  *) prefix=$PWD/$prefix ;;
+esac
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cargo build --release --locked -p hoard-cli
+built=${CARGO_TARGET_DIR:-target}/release/hoard
+
+dest=${DESTDIR:-}$prefix
+install -d "$dest/bin" "$dest/sbin" "$dest/share/man/man1" \
+  "$dest/share/bash-completion/completions" "$dest/share/zsh/site-functions" \
+  "$dest/share/fish/vendor_completions.d"
+install -m 755 "$built" "$dest/bin/hoard"
+for name in mkdwarfs dwarfs dwarfsck dwarfsextract; do
+  ln -sfn hoard "$dest/bin/$name"
+done
+for name in mount.dwarfs mount.hoard; do
+  ln -sfn ../bin/hoard "$dest/sbin/$name"
+done
+"$dest/bin/hoard" --generate man --out "$dest/share/man/man1"
+"$dest/bin/hoard" --generate complete-bash >"$dest/share/bash-completion/completions/hoard"
+"$dest/bin/hoard" --generate complete-zsh >"$dest/share/zsh/site-functions/_hoard"
+"$dest/bin/hoard" --generate complete-fish >"$dest/share/fish/vendor_completions.d/hoard.fish"
+echo "installed $("$dest/bin/hoard" --version) into $dest"
