@@ -1,23 +1,30 @@
 //! Build DwarFS images from directory trees.
 //!
-//! [`create`] runs the stages in order, data flowing one way:
+//! [`create`] runs the stages in order, data flowing one way, each a
+//! function of [`pipeline`] (named so in a profile):
 //!
-//! 1. [`scan`] — walk the input (in parallel), apply [`filter`] rules;
-//! 2. [`dedupe`] — read every file once, group equal contents;
-//!    [`categorize`] (with `--categorize`) — split contents into fragments
-//!    of categories (audio, executables, incompressible data, ...);
-//! 3. [`order`] — decide where each content goes;
-//! 4. [`segment`] — append contents to blocks, referencing repeated ranges,
-//!    one segmenter per category, one category after the other;
-//! 5. [`blocks`] — compress blocks in parallel (each with its category's
-//!    codec), write them in order;
-//! 6. [`metadata`] — build and encode the metadata;
-//! 7. [`output`] — the image file, renamed into place when complete.
+//! 1. `scan_input` — [`scan`] walks the input (in parallel) and applies
+//!    the [`filter`] rules;
+//! 2. `hash_contents` — [`dedupe`] reads every file once and groups equal
+//!    contents;
+//! 3. `categorize_contents` — with `--categorize`, [`categorize`] splits
+//!    contents into fragments of categories (audio, executables,
+//!    incompressible data, ...);
+//! 4. `streams::plan` — one stream per category, its codec and segmenter
+//!    settings, and the [`order`] of its contents;
+//! 5. `write_blocks` — the [`segment`]er appends contents to blocks,
+//!    referencing repeated ranges, one stream after the other, while
+//!    [`blocks`] compresses them in parallel and writes them in order;
+//! 6. `write_metadata` — [`metadata`] builds the tables, the format crate
+//!    encodes them;
+//! 7. `write_history`, then [`output`] renames the image file into place
+//!    when complete.
 
 pub mod blocks;
 pub mod categorize;
 pub mod chmod;
 pub mod dedupe;
+mod feed;
 pub mod filter;
 pub mod level;
 pub mod metadata;
@@ -27,6 +34,7 @@ pub mod pipeline;
 pub mod rewrite;
 pub mod scan;
 pub mod segment;
+mod streams;
 pub mod tree;
 
 pub use hoard_codec::library_versions;

@@ -3,24 +3,23 @@
 
 use crate::blocks::{compress_blocks, BlockProgress, StreamCodec};
 use crate::categorize::{categorize, CategorizeOptions, Category, Fragment, DEFAULT_CATEGORY};
-use crate::dedupe::{dedupe, DedupeOptions, DedupeProgress};
+use crate::dedupe::{dedupe, Content, DedupeOptions, DedupeProgress, Deduped};
 use crate::filter::Filter;
 use crate::level::Level;
 use crate::metadata::{build, AttrOptions, Inputs};
-use crate::order::{order, Order};
+use crate::order::Order;
 use crate::output::ImageFile;
-use crate::scan::{scan, ScanOptions, ScanProgress};
-use crate::segment::{Piece, SegmentConfig, SegmentStats, Segmenter};
-use crate::tree::Counts;
+use crate::scan::{scan, ScanOptions, ScanProgress, Scanned};
+use crate::segment::SegmentStats;
+use crate::streams::{self, record_categories, segment_streams, Layout, Segmented, StreamPlan};
+use crate::tree::{Counts, Tree};
 use crate::{Error, Result};
 use hoard_codec::compressor_from_spec;
 use hoard_format::history::HistoryEntry;
 use hoard_format::section::{Compression, SectionType};
 use hoard_format::write::{encode_metadata, PackOptions};
-use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -220,7 +219,8 @@ pub struct Summary {
     pub warnings: Vec<String>,
 }
 
-fn check(cancel: &AtomicBool) -> Result<()> {
+/// Fails with [`Error::Interrupted`] once `cancel` is set.
+pub(crate) fn check(cancel: &AtomicBool) -> Result<()> {
     if cancel.load(Ordering::Relaxed) {
         Err(Error::Interrupted)
     } else {
@@ -228,7 +228,8 @@ fn check(cancel: &AtomicBool) -> Result<()> {
     }
 }
 
-fn compressor(spec: &str) -> Result<Box<dyn hoard_codec::Compressor>> {
+/// The compressor of `spec`.
+pub(crate) fn compressor(spec: &str) -> Result<Box<dyn hoard_codec::Compressor>> {
     compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))
 }
 
@@ -248,34 +249,21 @@ fn pack_section(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
 
 /// Builds an image as `options` say; `cancel` stops it (the partial image
 /// is removed).
+///
+/// The stages run in turn, each a function of its own (so that a profile
+/// shows them by name): `scan_input`, `hash_contents`,
+/// `categorize_contents`, `streams::plan` (streams and content order),
+/// `write_blocks` (segmenting and compression), `write_metadata`,
+/// `write_history`.
 pub fn create(
     options: &CreateOptions,
     progress: &Progress,
     cancel: Arc<AtomicBool>,
 ) -> Result<Summary> {
-    if !(10..=30).contains(&options.block_size_bits) {
-        return Err(Error::Input(format!(
-            "block size bits {} out of range (10 to 30)",
-            options.block_size_bits
-        )));
-    }
-    let block_size = 1usize << options.block_size_bits;
     validate(options)?;
     let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?;
-    let mut scan_options = options.scan.clone();
-    scan_options.exclude.extend(image.identity());
-    if let Ok(m) = std::fs::metadata(&options.output) {
-        use std::os::unix::fs::MetadataExt;
-        scan_options.exclude.push((m.dev(), m.ino()));
-    }
-
     progress.set(Phase::Scanning);
-    let scanned = scan(
-        &options.input,
-        &scan_options,
-        options.filter.as_ref(),
-        &progress.scan,
-    )?;
+    let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;
     let tree = scanned.tree;
     let mut summary = Summary {
@@ -283,74 +271,136 @@ pub fn create(
         warnings: scanned.warnings,
         ..Summary::default()
     };
-
     progress.set(Phase::Hashing);
-    let needs_nilsimsa = options.order.needs_nilsimsa()
-        || options
-            .per_category
-            .values()
-            .any(|s| s.order.is_some_and(Order::needs_nilsimsa));
-    let deduped = dedupe(
-        &tree,
-        &progress.dedupe,
-        DedupeOptions {
-            nilsimsa: needs_nilsimsa,
-        },
-    );
+    let deduped = hash_contents(options, &tree, &progress.dedupe);
     check(&cancel)?;
-    for (file, e) in &deduped.unreadable {
-        summary
-            .warnings
-            .push(format!("{}: {e}", tree.files[*file].source.display()));
-    }
-    for c in &deduped.contents {
-        let dups = c.files.len() as u64 - 1;
-        summary.duplicate_files += dups;
-        summary.duplicate_bytes += dups * c.size;
-        summary.original_bytes += c.files.len() as u64 * c.size;
-    }
+    summary.count_contents(&tree, &deduped);
     progress.to_segment.store(
         deduped.contents.iter().map(|c| c.size).sum(),
         Ordering::Relaxed,
     );
-    let fragments: Vec<Vec<Fragment>> = match &options.categorize {
-        Some(c) => {
-            progress.set(Phase::Categorizing);
-            let f = categorize(
-                &tree,
-                &deduped.contents,
-                options.sparse,
-                c,
-                &progress.categorized,
-            );
-            check(&cancel)?;
-            f
-        }
-        None => deduped
-            .contents
-            .iter()
-            .map(|c| Fragment::whole(Category::plain(DEFAULT_CATEGORY), c.size))
-            .collect(),
+    let fragments = categorize_contents(options, &tree, &deduped.contents, progress, &cancel)?;
+    let streams = streams::plan(options, &tree, &deduped.contents, &fragments)?;
+    progress.set(Phase::Writing);
+    let layout = Layout {
+        tree: &tree,
+        contents: &deduped.contents,
+        fragments: &fragments,
+        streams: &streams,
     };
-    let default_compressor = compressor(&options.data_compression)?;
-    let plans = plan_streams(options, &fragments, default_compressor.as_ref())?;
-    let mut orders: HashMap<Order, Vec<usize>> = HashMap::new();
-    for p in &plans {
-        orders
-            .entry(p.order)
-            .or_insert_with(|| order(&tree, &deduped.contents, p.order));
+    let segmented = write_blocks(&mut image, options, &layout, progress, &cancel)?;
+    summary.count_blocks(&segmented, &progress.blocks);
+    check(&cancel)?;
+    progress.set(Phase::Metadata);
+    let inputs = Inputs {
+        tree: &tree,
+        deduped: &deduped,
+        pieces: &segmented.pieces,
+        blocks: segmented.blocks,
+        block_size: 1 << options.block_size_bits,
+    };
+    let categories = (options.categorize.is_some() && options.category_names)
+        .then_some((streams.plans.as_slice(), segmented.block_streams.as_slice()));
+    summary.metadata_bytes = write_metadata(&mut image, options, &inputs, categories)?;
+    write_history(&mut image, options)?;
+    check(&cancel)?;
+    summary.image_bytes = image.finish(options.section_index)?;
+    progress.set(Phase::Done);
+    Ok(summary)
+}
+
+impl Summary {
+    /// Counts the bytes and duplicates of `deduped`'s contents and warns
+    /// of the files that could not be read.
+    fn count_contents(&mut self, tree: &Tree, deduped: &Deduped) {
+        for (file, e) in &deduped.unreadable {
+            self.warnings
+                .push(format!("{}: {e}", tree.files[*file].source.display()));
+        }
+        for c in &deduped.contents {
+            let dups = c.files.len() as u64 - 1;
+            self.duplicate_files += dups;
+            self.duplicate_bytes += dups * c.size;
+            self.original_bytes += c.files.len() as u64 * c.size;
+        }
     }
 
-    progress.set(Phase::Writing);
-    let max_block = plans
-        .iter()
-        .map(|p| p.config.block_size)
-        .max()
-        .unwrap_or(block_size);
-    let max_lookback = plans.iter().map(|p| p.config.lookback).max().unwrap_or(0);
-    let in_flight = (options.memory_limit / max_block as u64)
-        .saturating_sub(max_lookback as u64 + 1)
-        .clamp(1, 4 * options.workers.max(1) as u64) as usize;
+    /// Records what segmenting and compression did.
+    fn count_blocks(&mut self, segmented: &Segmented, progress: &BlockProgress) {
+        self.warnings.extend(segmented.warnings.iter().cloned());
+        self.segments = segmented.stats;
+        self.blocks = u64::from(segmented.blocks);
+        self.block_bytes = progress.compressed_bytes.load(Ordering::Relaxed);
+    }
+}
+
+/// Walks the input, leaving out the image being written.
+#[inline(never)]
+fn scan_input(
+    options: &CreateOptions,
+    image: &ImageFile,
+    progress: &ScanProgress,
+) -> Result<Scanned> {
+    let mut scan_options = options.scan.clone();
+    scan_options.exclude.extend(image.identity());
+    if let Ok(m) = std::fs::metadata(&options.output) {
+        use std::os::unix::fs::MetadataExt;
+        scan_options.exclude.push((m.dev(), m.ino()));
+    }
+    scan(
+        &options.input,
+        &scan_options,
+        options.filter.as_ref(),
+        progress,
+    )
+}
+
+/// Reads every file once, grouping equal contents, with the
+/// similarity digests the orders need.
+#[inline(never)]
+fn hash_contents(options: &CreateOptions, tree: &Tree, progress: &DedupeProgress) -> Deduped {
+    let nilsimsa = options.order.needs_nilsimsa()
+        || options
+            .per_category
+            .values()
+            .any(|s| s.order.is_some_and(Order::needs_nilsimsa));
+    dedupe(tree, progress, DedupeOptions { nilsimsa })
+}
+
+/// Splits each content into fragments of categories (with
+/// `--categorize`; otherwise each is one fragment of the default
+/// category).
+#[inline(never)]
+fn categorize_contents(
+    options: &CreateOptions,
+    tree: &Tree,
+    contents: &[Content],
+    progress: &Progress,
+    cancel: &AtomicBool,
+) -> Result<Vec<Vec<Fragment>>> {
+    let Some(c) = &options.categorize else {
+        return Ok(contents
+            .iter()
+            .map(|c| Fragment::whole(Category::plain(DEFAULT_CATEGORY), c.size))
+            .collect());
+    };
+    progress.set(Phase::Categorizing);
+    let fragments = categorize(tree, contents, options.sparse, c, &progress.categorized);
+    check(cancel)?;
+    Ok(fragments)
+}
+
+/// Segments the streams into blocks while a pool compresses them
+/// and writes them to `image`, in order, with bounded memory.
+#[inline(never)]
+fn write_blocks(
+    image: &mut ImageFile,
+    options: &CreateOptions,
+    layout: &Layout<'_>,
+    progress: &Progress,
+    cancel: &Arc<AtomicBool>,
+) -> Result<Segmented> {
+    let plans = &layout.streams.plans;
     let codecs: Vec<StreamCodec<'_>> = plans
         .iter()
         .map(|p| StreamCodec {
@@ -358,211 +408,71 @@ pub fn create(
             metadata: p.category.metadata.clone(),
         })
         .collect();
-    let mut read_warnings = Vec::new();
-    let (pieces, blocks, stats, block_streams) = compress_blocks(
-        &mut image,
+    compress_blocks(
+        image,
         &codecs,
-        default_compressor.as_ref(),
+        layout.streams.default.as_ref(),
         options.workers,
-        in_flight,
+        blocks_in_flight(options, plans),
         &progress.blocks,
-        Arc::clone(&cancel),
+        Arc::clone(cancel),
         |dispatch| {
-            let mut pieces: Vec<Vec<Vec<Piece>>> = fragments
-                .iter()
-                .map(|f| vec![Vec::new(); f.len()])
-                .collect();
-            let mut buf = vec![0u8; 16 << 20];
-            let mut next_block = 0u32;
-            let mut stats = SegmentStats::default();
-            for (stream, plan) in plans.iter().enumerate() {
-                let mut sink = dispatch.stream(stream);
-                let mut segmenter = Segmenter::new(plan.config, next_block, &mut sink);
-                for &c in &orders[&plan.order] {
-                    let content = &deduped.contents[c];
-                    let file = &tree.files[content.files[0]];
-                    let mut start = 0u64;
-                    for (f, fragment) in fragments[c].iter().enumerate() {
-                        if fragment.category == plan.category {
-                            check(&cancel)?;
-                            let range = Range {
-                                start,
-                                len: fragment.size,
-                                whole: fragment.size == content.size,
-                            };
-                            let read = feed(
-                                &mut segmenter,
-                                &file.source,
-                                range,
-                                options.sparse,
-                                &mut buf,
-                                &mut pieces[c][f],
-                                &progress.segmented,
-                            );
-                            match read {
-                                Ok(n) if n != range.len => read_warnings.push(format!(
-                                    "{}: changed while being read ({} bytes, then {})",
-                                    file.source.display(),
-                                    content.size,
-                                    if range.whole { n } else { start + n }
-                                )),
-                                Ok(_) => {}
-                                Err(e) => {
-                                    read_warnings.push(format!("{}: {e}", file.source.display()))
-                                }
-                            }
-                        }
-                        start += fragment.size;
-                    }
-                }
-                let (next, s) = segmenter.finish()?;
-                next_block = next;
-                stats.add(&s);
-            }
-            let pieces: Vec<Vec<Piece>> = pieces.into_iter().map(|p| p.concat()).collect();
-            Ok((pieces, next_block, stats, dispatch.block_streams().to_vec()))
+            segment_streams(
+                layout,
+                dispatch,
+                options.sparse,
+                &progress.segmented,
+                cancel,
+            )
         },
-    )?;
-    summary.warnings.extend(read_warnings);
-    summary.segments = stats;
-    summary.blocks = u64::from(blocks);
-    summary.block_bytes = progress.blocks.compressed_bytes.load(Ordering::Relaxed);
-    check(&cancel)?;
+    )
+}
 
-    progress.set(Phase::Metadata);
-    let mut meta = build(
-        &Inputs {
-            tree: &tree,
-            deduped: &deduped,
-            pieces: &pieces,
-            blocks,
-            block_size: block_size as u32,
-        },
-        &options.attrs,
-    );
-    if options.categorize.is_some() && options.category_names {
-        record_categories(&mut meta, &plans, &block_streams, options.category_metadata);
+/// How many blocks may be in memory at once: as many as the memory limit
+/// holds besides the lookback, at least 1, at most 4 per worker.
+fn blocks_in_flight(options: &CreateOptions, plans: &[StreamPlan]) -> usize {
+    let max_block = plans
+        .iter()
+        .map(|p| p.config.block_size)
+        .max()
+        .unwrap_or(1 << options.block_size_bits);
+    let max_lookback = plans.iter().map(|p| p.config.lookback).max().unwrap_or(0);
+    (options.memory_limit / max_block as u64)
+        .saturating_sub(max_lookback as u64 + 1)
+        .clamp(1, 4 * options.workers.max(1) as u64) as usize
+}
+
+/// Builds the metadata (recording each block's category when
+/// `categories` holds the plans and the stream of each block), encodes
+/// it and writes its schema and data sections. Returns the size of the
+/// data section.
+#[inline(never)]
+fn write_metadata(
+    image: &mut ImageFile,
+    options: &CreateOptions,
+    inputs: &Inputs<'_>,
+    categories: Option<(&[StreamPlan], &[usize])>,
+) -> Result<u64> {
+    let mut meta = build(inputs, &options.attrs);
+    if let Some((plans, block_streams)) = categories {
+        record_categories(&mut meta, plans, block_streams, options.category_metadata);
     }
     let encoded = encode_metadata(&meta, &options.pack).map_err(|e| Error::Input(e.to_string()))?;
     let (algo, payload) = pack_section(&options.schema_compression, &encoded.schema)?;
     image.section(SectionType::METADATA_V2_SCHEMA, algo, &payload)?;
     let (algo, payload) = pack_section(&options.metadata_compression, &encoded.data)?;
-    summary.metadata_bytes = payload.len() as u64;
     image.section(SectionType::METADATA_V2, algo, &payload)?;
+    Ok(payload.len() as u64)
+}
+
+/// Writes the history section, if there is an entry to record.
+fn write_history(image: &mut ImageFile, options: &CreateOptions) -> Result<()> {
     if let Some(entry) = &options.history {
         let history = hoard_format::write::encode_history(std::slice::from_ref(entry));
         let (algo, payload) = pack_section(&options.schema_compression, &history)?;
         image.section(SectionType::HISTORY, algo, &payload)?;
     }
-    check(&cancel)?;
-    summary.image_bytes = image.finish(options.section_index)?;
-    progress.set(Phase::Done);
-    Ok(summary)
-}
-
-/// The part of a file one fragment covers.
-#[derive(Debug, Clone, Copy)]
-struct Range {
-    start: u64,
-    len: u64,
-    /// The fragment is the whole file: holes may be kept, and a file that
-    /// grew since the scan is noticed.
-    whole: bool,
-}
-
-/// Feeds `range` of the file at `path` to the segmenter, holes as holes
-/// when `sparse` and the range is the whole file; returns the number of
-/// bytes (holes included) fed.
-fn feed<S: crate::segment::BlockSink>(
-    segmenter: &mut Segmenter<'_, S>,
-    path: &Path,
-    range: Range,
-    sparse: bool,
-    buf: &mut [u8],
-    out: &mut Vec<Piece>,
-    progress: &AtomicU64,
-) -> std::io::Result<u64> {
-    let mut file = std::fs::File::open(path)?;
-    let (first, len) = (range.start, range.start + range.len);
-    let regions = if sparse && range.whole {
-        data_regions(&file, len)
-    } else {
-        vec![(first, len)]
-    };
-    let mut pos = first;
-    for (start, end) in regions {
-        if start > pos {
-            segmenter.hole(start - pos, out);
-            progress.fetch_add(start - pos, Ordering::Relaxed);
-        }
-        use std::io::Seek;
-        file.seek(std::io::SeekFrom::Start(start))?;
-        let mut left = end - start;
-        let mut region = (&mut file).take(left);
-        while left > 0 {
-            let n = match region.read(buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            segmenter
-                .add(&buf[..n], out)
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            progress.fetch_add(n as u64, Ordering::Relaxed);
-            left -= n as u64;
-        }
-        pos = end - left;
-        if left > 0 {
-            // The file shrank: stop here.
-            return Ok(pos - first);
-        }
-    }
-    if len > pos {
-        segmenter.hole(len - pos, out);
-        progress.fetch_add(len - pos, Ordering::Relaxed);
-    }
-    if range.whole {
-        // Anything appended after the scan is left out; a file that grew
-        // is reported by its size.
-        use std::os::unix::fs::FileExt;
-        let mut probe = [0u8; 1];
-        if file.read_at(&mut probe, len)? > 0 {
-            return Ok(len + 1);
-        }
-    }
-    Ok(range.len)
-}
-
-/// The data regions (start, end) of an open file of length `len`, from
-/// SEEK_DATA / SEEK_HOLE; the whole file where those are not supported.
-fn data_regions(file: &std::fs::File, len: u64) -> Vec<(u64, u64)> {
-    let fd = file.as_raw_fd();
-    let mut regions = Vec::new();
-    let mut pos = 0i64;
-    let len = len as i64;
-    while pos < len {
-        // SAFETY: lseek on an open descriptor has no memory effects.
-        let data = unsafe { libc::lseek(fd, pos, libc::SEEK_DATA) };
-        if data < 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::ENXIO) {
-                break; // only a hole remains
-            }
-            return vec![(0, len as u64)];
-        }
-        // SAFETY: as above.
-        let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
-        if hole < 0 {
-            return vec![(0, len as u64)];
-        }
-        let end = hole.min(len);
-        if end > data {
-            regions.push((data as u64, end as u64));
-        }
-        pos = end.max(data + 1);
-    }
-    regions
+    Ok(())
 }
 
 /// Checks the block size, windows and compression specs before any work.
@@ -605,113 +515,4 @@ fn validate(options: &CreateOptions) -> Result<()> {
         check_window(s.window_bits.unwrap_or(0), &format!(" (category {name})"))?;
     }
     Ok(())
-}
-
-/// One stream of data: the fragments of one category (with one metadata),
-/// segmented into blocks of their own and compressed alike.
-struct StreamPlan {
-    category: Category,
-    compressor: Box<dyn hoard_codec::Compressor>,
-    config: SegmentConfig,
-    order: Order,
-}
-
-/// A plan per distinct category among `fragments`, the default category
-/// first, then in the order the categorizers list their categories.
-///
-/// A category whose compressor works on units (FLAC: one frame of
-/// samples) gets blocks of whole units and no segmenting, so that every
-/// block holds whole units; one whose metadata its compressor cannot use
-/// falls back to `default`'s spec.
-fn plan_streams(
-    options: &CreateOptions,
-    fragments: &[Vec<Fragment>],
-    default: &dyn hoard_codec::Compressor,
-) -> Result<Vec<StreamPlan>> {
-    let rank: Vec<&str> = crate::categorize::all_category_names();
-    let mut categories: Vec<&Category> = fragments.iter().flatten().map(|f| &f.category).collect();
-    categories.sort_by(|a, b| {
-        let pos = |c: &Category| rank.iter().position(|n| *n == c.name);
-        (pos(a), &a.metadata).cmp(&(pos(b), &b.metadata))
-    });
-    categories.dedup();
-    let block_size = 1usize << options.block_size_bits;
-    categories
-        .into_iter()
-        .map(|category| {
-            let s = options
-                .per_category
-                .get(category.name)
-                .cloned()
-                .unwrap_or_default();
-            let spec = s
-                .compression
-                .as_deref()
-                .unwrap_or(&options.data_compression);
-            let mut c = compressor(spec)?;
-            let granularity = match c.granularity(category.metadata.as_deref()) {
-                Ok(g) => g.max(1),
-                Err(_) => {
-                    c = compressor(&default.describe())?;
-                    1
-                }
-            };
-            let bits = s.window_bits.unwrap_or(options.window_bits);
-            let window = if bits == 0 || granularity > 1 {
-                0
-            } else {
-                1usize << bits
-            };
-            let shift = s.window_step_shift.unwrap_or(options.window_step_shift);
-            Ok(StreamPlan {
-                category: category.clone(),
-                compressor: c,
-                config: SegmentConfig {
-                    block_size: (block_size / granularity).max(1) * granularity,
-                    window,
-                    step: (window >> shift).max(1),
-                    lookback: s.lookback.unwrap_or(options.lookback),
-                },
-                order: s.order.unwrap_or(options.order),
-            })
-        })
-        .collect()
-}
-
-/// Records the category of every block (and, when `with_metadata`, the
-/// category metadata of the blocks that have one) in `meta`.
-fn record_categories(
-    meta: &mut hoard_format::metadata::Metadata,
-    plans: &[StreamPlan],
-    block_streams: &[usize],
-    with_metadata: bool,
-) {
-    let mut names: Vec<&str> = Vec::new();
-    let mut jsons: Vec<&str> = Vec::new();
-    let mut block_categories = Vec::with_capacity(block_streams.len());
-    let mut block_metadata = std::collections::BTreeMap::new();
-    for (block, &stream) in block_streams.iter().enumerate() {
-        let category = &plans[stream].category;
-        let index = names
-            .iter()
-            .position(|n| *n == category.name)
-            .unwrap_or_else(|| {
-                names.push(category.name);
-                names.len() - 1
-            });
-        block_categories.push(index as u32);
-        if let (true, Some(json)) = (with_metadata, category.metadata.as_deref()) {
-            let j = jsons.iter().position(|m| *m == json).unwrap_or_else(|| {
-                jsons.push(json);
-                jsons.len() - 1
-            });
-            block_metadata.insert(block as u32, j as u32);
-        }
-    }
-    meta.category_names = Some(names.into_iter().map(String::from).collect());
-    meta.block_categories = Some(block_categories);
-    if !jsons.is_empty() {
-        meta.category_metadata_json = Some(jsons.into_iter().map(String::from).collect());
-        meta.block_category_metadata = Some(block_metadata);
-    }
 }

@@ -1,0 +1,301 @@
+//! Streams of data, one per category: how each is compressed, segmented
+//! and ordered ([`plan`]), and the segmenting of them all, one after the
+//! other, into blocks ([`segment_streams`]).
+
+use crate::blocks::Dispatch;
+use crate::categorize::{Category, Fragment};
+use crate::dedupe::Content;
+use crate::feed::{feed, Range};
+use crate::order::{order, Order};
+use crate::pipeline::{check, compressor, CreateOptions};
+use crate::segment::{BlockSink, Piece, SegmentConfig, SegmentStats, Segmenter};
+use crate::tree::{File, Tree};
+use crate::Result;
+use hoard_codec::Compressor;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+
+/// Where every content goes: the streams and the order of each.
+pub(crate) struct Streams {
+    /// The block compressor of `options`, also the fallback of streams
+    /// whose own compressor fails.
+    pub(crate) default: Box<dyn Compressor>,
+    /// One plan per category, in stream order.
+    pub(crate) plans: Vec<StreamPlan>,
+    /// The contents in each order the plans use.
+    pub(crate) orders: HashMap<Order, Vec<usize>>,
+}
+
+/// Plans the streams of `fragments` and orders `contents` for each.
+#[inline(never)]
+pub(crate) fn plan(
+    options: &CreateOptions,
+    tree: &Tree,
+    contents: &[Content],
+    fragments: &[Vec<Fragment>],
+) -> Result<Streams> {
+    let default = compressor(&options.data_compression)?;
+    let plans = plan_streams(options, fragments, default.as_ref())?;
+    let mut orders: HashMap<Order, Vec<usize>> = HashMap::new();
+    for p in &plans {
+        orders
+            .entry(p.order)
+            .or_insert_with(|| order(tree, contents, p.order));
+    }
+    Ok(Streams {
+        default,
+        plans,
+        orders,
+    })
+}
+
+/// What segmenting reads: the tree, its contents, their fragments and
+/// their streams.
+pub(crate) struct Layout<'a> {
+    /// The scanned tree.
+    pub(crate) tree: &'a Tree,
+    /// Its distinct contents.
+    pub(crate) contents: &'a [Content],
+    /// The fragments of each content.
+    pub(crate) fragments: &'a [Vec<Fragment>],
+    /// The streams.
+    pub(crate) streams: &'a Streams,
+}
+
+/// What segmenting made.
+pub(crate) struct Segmented {
+    /// The pieces of each content (indexed like the contents).
+    pub(crate) pieces: Vec<Vec<Piece>>,
+    /// Number of blocks.
+    pub(crate) blocks: u32,
+    /// What was stored, matched and left as holes.
+    pub(crate) stats: SegmentStats,
+    /// The stream of each block.
+    pub(crate) block_streams: Vec<usize>,
+    /// Files that could not be read as scanned.
+    pub(crate) warnings: Vec<String>,
+}
+
+/// Segments every stream into blocks handed to `dispatch`, reading holes
+/// as holes when `sparse`.
+#[inline(never)]
+pub(crate) fn segment_streams(
+    layout: &Layout<'_>,
+    dispatch: &mut Dispatch,
+    sparse: bool,
+    progress: &AtomicU64,
+    cancel: &AtomicBool,
+) -> Result<Segmented> {
+    let mut reader = Reader {
+        pieces: layout
+            .fragments
+            .iter()
+            .map(|f| vec![Vec::new(); f.len()])
+            .collect(),
+        buf: vec![0u8; 16 << 20],
+        warnings: Vec::new(),
+        sparse,
+        progress,
+    };
+    let mut next_block = 0u32;
+    let mut stats = SegmentStats::default();
+    for (stream, plan) in layout.streams.plans.iter().enumerate() {
+        let mut sink = dispatch.stream(stream);
+        let mut segmenter = Segmenter::new(plan.config, next_block, &mut sink);
+        for &c in &layout.streams.orders[&plan.order] {
+            reader.segment_content(layout, c, &plan.category, &mut segmenter, cancel)?;
+        }
+        let (next, s) = segmenter.finish()?;
+        next_block = next;
+        stats.add(&s);
+    }
+    Ok(Segmented {
+        pieces: reader.pieces.into_iter().map(|p| p.concat()).collect(),
+        blocks: next_block,
+        stats,
+        block_streams: dispatch.block_streams().to_vec(),
+        warnings: reader.warnings,
+    })
+}
+
+/// Reads contents into segmenters, collecting their pieces.
+struct Reader<'p> {
+    /// The pieces of each fragment of each content.
+    pieces: Vec<Vec<Vec<Piece>>>,
+    buf: Vec<u8>,
+    warnings: Vec<String>,
+    sparse: bool,
+    progress: &'p AtomicU64,
+}
+
+impl Reader<'_> {
+    /// Feeds the fragments of content `c` that are of `category`.
+    fn segment_content<S: BlockSink>(
+        &mut self,
+        layout: &Layout<'_>,
+        c: usize,
+        category: &Category,
+        segmenter: &mut Segmenter<'_, S>,
+        cancel: &AtomicBool,
+    ) -> Result<()> {
+        let content = &layout.contents[c];
+        let file = &layout.tree.files[content.files[0]];
+        let mut start = 0u64;
+        for (f, fragment) in layout.fragments[c].iter().enumerate() {
+            if fragment.category == *category {
+                check(cancel)?;
+                let range = Range {
+                    start,
+                    len: fragment.size,
+                    whole: fragment.size == content.size,
+                };
+                let read = feed(
+                    segmenter,
+                    &file.source,
+                    range,
+                    self.sparse,
+                    &mut self.buf,
+                    &mut self.pieces[c][f],
+                    self.progress,
+                );
+                self.warnings
+                    .extend(read_warning(read, file, content.size, range));
+            }
+            start += fragment.size;
+        }
+        Ok(())
+    }
+}
+
+/// The warning, if any, about reading `range` of `file` (of `size` bytes
+/// when scanned).
+fn read_warning(
+    read: std::io::Result<u64>,
+    file: &File,
+    size: u64,
+    range: Range,
+) -> Option<String> {
+    match read {
+        Ok(n) if n != range.len => Some(format!(
+            "{}: changed while being read ({} bytes, then {})",
+            file.source.display(),
+            size,
+            if range.whole { n } else { range.start + n }
+        )),
+        Ok(_) => None,
+        Err(e) => Some(format!("{}: {e}", file.source.display())),
+    }
+}
+
+/// One stream of data: the fragments of one category (with one metadata),
+/// segmented into blocks of their own and compressed alike.
+pub(crate) struct StreamPlan {
+    /// The category of its fragments.
+    pub(crate) category: Category,
+    /// Its blocks' compressor.
+    pub(crate) compressor: Box<dyn Compressor>,
+    /// Its segmenter's settings.
+    pub(crate) config: SegmentConfig,
+    /// The order of its contents.
+    pub(crate) order: Order,
+}
+
+/// A plan per distinct category among `fragments`, the default category
+/// first, then in the order the categorizers list their categories.
+///
+/// A category whose compressor works on units (FLAC: one frame of
+/// samples) gets blocks of whole units and no segmenting, so that every
+/// block holds whole units; one whose metadata its compressor cannot use
+/// falls back to `default`'s spec.
+fn plan_streams(
+    options: &CreateOptions,
+    fragments: &[Vec<Fragment>],
+    default: &dyn Compressor,
+) -> Result<Vec<StreamPlan>> {
+    let rank: Vec<&str> = crate::categorize::all_category_names();
+    let mut categories: Vec<&Category> = fragments.iter().flatten().map(|f| &f.category).collect();
+    categories.sort_by(|a, b| {
+        let pos = |c: &Category| rank.iter().position(|n| *n == c.name);
+        (pos(a), &a.metadata).cmp(&(pos(b), &b.metadata))
+    });
+    categories.dedup();
+    let block_size = 1usize << options.block_size_bits;
+    categories
+        .into_iter()
+        .map(|category| {
+            let s = options
+                .per_category
+                .get(category.name)
+                .cloned()
+                .unwrap_or_default();
+            let spec = s
+                .compression
+                .as_deref()
+                .unwrap_or(&options.data_compression);
+            let mut c = compressor(spec)?;
+            let granularity = match c.granularity(category.metadata.as_deref()) {
+                Ok(g) => g.max(1),
+                Err(_) => {
+                    c = compressor(&default.describe())?;
+                    1
+                }
+            };
+            let bits = s.window_bits.unwrap_or(options.window_bits);
+            let window = if bits == 0 || granularity > 1 {
+                0
+            } else {
+                1usize << bits
+            };
+            let shift = s.window_step_shift.unwrap_or(options.window_step_shift);
+            Ok(StreamPlan {
+                category: category.clone(),
+                compressor: c,
+                config: SegmentConfig {
+                    block_size: (block_size / granularity).max(1) * granularity,
+                    window,
+                    step: (window >> shift).max(1),
+                    lookback: s.lookback.unwrap_or(options.lookback),
+                },
+                order: s.order.unwrap_or(options.order),
+            })
+        })
+        .collect()
+}
+
+/// Records the category of every block (and, when `with_metadata`, the
+/// category metadata of the blocks that have one) in `meta`.
+pub(crate) fn record_categories(
+    meta: &mut hoard_format::metadata::Metadata,
+    plans: &[StreamPlan],
+    block_streams: &[usize],
+    with_metadata: bool,
+) {
+    let mut names: Vec<&str> = Vec::new();
+    let mut jsons: Vec<&str> = Vec::new();
+    let mut block_categories = Vec::with_capacity(block_streams.len());
+    let mut block_metadata = std::collections::BTreeMap::new();
+    for (block, &stream) in block_streams.iter().enumerate() {
+        let category = &plans[stream].category;
+        let index = names
+            .iter()
+            .position(|n| *n == category.name)
+            .unwrap_or_else(|| {
+                names.push(category.name);
+                names.len() - 1
+            });
+        block_categories.push(index as u32);
+        if let (true, Some(json)) = (with_metadata, category.metadata.as_deref()) {
+            let j = jsons.iter().position(|m| *m == json).unwrap_or_else(|| {
+                jsons.push(json);
+                jsons.len() - 1
+            });
+            block_metadata.insert(block as u32, j as u32);
+        }
+    }
+    meta.category_names = Some(names.into_iter().map(String::from).collect());
+    meta.block_categories = Some(block_categories);
+    if !jsons.is_empty() {
+        meta.category_metadata_json = Some(jsons.into_iter().map(String::from).collect());
+        meta.block_category_metadata = Some(block_metadata);
+    }
+}
