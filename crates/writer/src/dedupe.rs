@@ -2,7 +2,7 @@
 //! files are grouped by size, then by an XXH3-128 hash of their contents,
 //! so each distinct content is stored once and its duplicates share it.
 //! The same read computes each content's similarity fingerprint and its
-//! nilsimsa digest, which the ordering stage uses.
+//! nilsimsa digest where the ordering stage uses them.
 
 use crate::order::{Fingerprint, Nilsimsa, NilsimsaHasher, NILSIMSA_MIN_SIZE};
 use crate::tree::Tree;
@@ -19,7 +19,7 @@ pub struct Content {
     pub size: u64,
     /// The files (indices into [`Tree::files`]) with this content, sorted.
     pub files: Vec<usize>,
-    /// Similarity fingerprint of the content.
+    /// Similarity fingerprint of the content, if computed (0 otherwise).
     pub fingerprint: Fingerprint,
     /// Nilsimsa digest of the content, if computed and the content has at
     /// least [`NILSIMSA_MIN_SIZE`] bytes.
@@ -32,11 +32,18 @@ pub struct DedupeOptions {
     /// Compute [`Content::nilsimsa`], which only the `nilsimsa` order uses
     /// (it costs a few nanoseconds per byte). On by default.
     pub nilsimsa: bool,
+    /// Compute [`Content::fingerprint`], which only the `similarity` order
+    /// uses (it costs about as much as the hash that finds duplicates). On
+    /// by default.
+    pub fingerprint: bool,
 }
 
 impl Default for DedupeOptions {
     fn default() -> Self {
-        DedupeOptions { nilsimsa: true }
+        DedupeOptions {
+            nilsimsa: true,
+            fingerprint: true,
+        }
     }
 }
 
@@ -77,7 +84,9 @@ fn digest(
 ) -> std::io::Result<Digest> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Xxh3::new();
-    let mut fingerprint = crate::order::Fingerprinter::default();
+    let mut fingerprint = options
+        .fingerprint
+        .then(crate::order::Fingerprinter::default);
     let mut nilsimsa = options.nilsimsa.then(NilsimsaHasher::default);
     let mut size = 0u64;
     loop {
@@ -88,7 +97,9 @@ fn digest(
             Err(e) => return Err(e),
         };
         hasher.update(&buf[..n]);
-        fingerprint.update(&buf[..n]);
+        if let Some(f) = &mut fingerprint {
+            f.update(&buf[..n]);
+        }
         if let Some(h) = &mut nilsimsa {
             h.update(&buf[..n]);
         }
@@ -99,7 +110,7 @@ fn digest(
     Ok(Digest {
         hash: hasher.digest128(),
         size,
-        fingerprint: fingerprint.finish(),
+        fingerprint: fingerprint.map_or(0, |f| f.finish()),
         nilsimsa: nilsimsa
             .filter(|_| size >= NILSIMSA_MIN_SIZE)
             .map(|h| h.finish()),
@@ -138,4 +149,56 @@ pub fn dedupe(tree: &Tree, progress: &DedupeProgress, options: DedupeOptions) ->
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::order::Fingerprinter;
+    use crate::tree::File;
+
+    fn tree_of(dir: &std::path::Path, contents: &[&[u8]]) -> Tree {
+        let files = contents
+            .iter()
+            .enumerate()
+            .map(|(i, data)| {
+                let source = dir.join(format!("f{i}"));
+                std::fs::write(&source, data).unwrap();
+                File {
+                    source,
+                    size: data.len() as u64,
+                    path: format!("f{i}").into_bytes(),
+                    links: 1,
+                }
+            })
+            .collect();
+        Tree {
+            entries: Vec::new(),
+            files,
+        }
+    }
+
+    #[test]
+    fn digests_are_computed_only_when_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let data: &[u8] = b"some text long enough for every digest";
+        let tree = tree_of(dir.path(), &[data, b"other", data]);
+        let progress = DedupeProgress::default();
+        let all = dedupe(&tree, &progress, DedupeOptions::default());
+        assert_eq!(all.contents.len(), 2);
+        assert_eq!(all.contents[0].files, vec![0, 2]);
+        let mut f = Fingerprinter::default();
+        f.update(data);
+        assert_eq!(all.contents[0].fingerprint, f.finish());
+        assert!(all.contents[0].nilsimsa.is_some());
+        let none = DedupeOptions {
+            nilsimsa: false,
+            fingerprint: false,
+        };
+        let bare = dedupe(&tree, &progress, none);
+        assert_eq!(bare.contents.len(), 2);
+        assert_eq!(bare.contents[0].files, vec![0, 2]);
+        assert_eq!(bare.contents[0].fingerprint, 0);
+        assert_eq!(bare.contents[0].nilsimsa, None);
+    }
 }

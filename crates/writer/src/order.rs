@@ -176,6 +176,11 @@ impl Order {
     pub fn needs_nilsimsa(self) -> bool {
         matches!(self, Order::Nilsimsa { .. })
     }
+
+    /// Whether this order uses the contents' [`Fingerprint`]s.
+    pub fn needs_fingerprint(self) -> bool {
+        self == Order::Similarity
+    }
 }
 
 /// A content's similarity fingerprint: the smallest hash over all its

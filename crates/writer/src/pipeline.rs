@@ -356,15 +356,18 @@ fn scan_input(
 }
 
 /// Reads every file once, grouping equal contents, with the
-/// similarity digests the orders need.
+/// similarity digests the orders need (none at all for `path` order).
 #[inline(never)]
 fn hash_contents(options: &CreateOptions, tree: &Tree, progress: &DedupeProgress) -> Deduped {
-    let nilsimsa = options.order.needs_nilsimsa()
-        || options
-            .per_category
-            .values()
-            .any(|s| s.order.is_some_and(Order::needs_nilsimsa));
-    dedupe(tree, progress, DedupeOptions { nilsimsa })
+    let orders = || {
+        let per_category = options.per_category.values().filter_map(|s| s.order);
+        std::iter::once(options.order).chain(per_category)
+    };
+    let digests = DedupeOptions {
+        nilsimsa: orders().any(Order::needs_nilsimsa),
+        fingerprint: orders().any(Order::needs_fingerprint),
+    };
+    dedupe(tree, progress, digests)
 }
 
 /// Splits each content into fragments of categories (with
