@@ -35,25 +35,16 @@ fn wav(channels: u16, bytes: u16, frames: usize) -> Vec<u8> {
     f
 }
 
-/// Pseudo-random bytes.
-fn noise(n: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 fn tree(root: &Path) {
     std::fs::create_dir_all(root.join("audio")).unwrap();
     std::fs::write(root.join("audio/stereo16.wav"), wav(2, 2, 100_000)).unwrap();
     std::fs::write(root.join("audio/mono8.wav"), wav(1, 1, 30_001)).unwrap();
     std::fs::write(root.join("audio/surround24.wav"), wav(6, 3, 20_000)).unwrap();
-    std::fs::write(root.join("random.bin"), noise(2 << 20)).unwrap();
+    std::fs::write(
+        root.join("random.bin"),
+        noise(2 << 20, 0x9e37_79b9_7f4a_7c15),
+    )
+    .unwrap();
     std::fs::write(root.join("text.txt"), "categories\n".repeat(50_000)).unwrap();
     std::fs::copy("/bin/true", root.join("true")).unwrap();
     std::fs::write(root.join("empty"), b"").unwrap();

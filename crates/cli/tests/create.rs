@@ -13,19 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// Pseudo-random bytes.
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s as u8
-        })
-        .collect()
-}
-
 fn write(root: &Path, rel: &str, data: &[u8]) -> PathBuf {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();

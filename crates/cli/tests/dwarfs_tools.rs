@@ -120,19 +120,6 @@ fn fits(w: usize, h: usize) -> Vec<u8> {
     f
 }
 
-/// Pseudo-random bytes.
-fn noise(n: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 fn cpath(p: &Path) -> std::ffi::CString {
     std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap()
 }
@@ -178,7 +165,11 @@ fn make_tree(root: &Path) {
     std::os::unix::fs::symlink("nowhere", root.join("dangling")).unwrap();
     fs::write(root.join("audio.wav"), wav(20_000)).unwrap();
     fs::write(root.join("image.fits"), fits(64, 48)).unwrap();
-    fs::write(root.join("random.bin"), noise(64 << 10)).unwrap();
+    fs::write(
+        root.join("random.bin"),
+        noise(64 << 10, 0x9e37_79b9_7f4a_7c15),
+    )
+    .unwrap();
     let sparse = fs::File::create(root.join("sparse")).unwrap();
     sparse.set_len(1 << 20).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&sparse, b"data in the middle", 256 << 10).unwrap();

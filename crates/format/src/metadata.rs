@@ -598,7 +598,7 @@ fn link_directories(directories: &mut [Directory], entries: &[DirEntry]) -> Resu
 /// Expands a packed shared files table: entry `i` holds how many shared
 /// files (minus 2) use shared content `i`. The total may not exceed the
 /// number of inodes.
-fn unpack_shared_files(packed: &[u32], inode_count: usize) -> Result<Vec<u32>> {
+pub fn unpack_shared_files(packed: &[u32], inode_count: usize) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     for (i, &n) in packed.iter().enumerate() {
         let n = n as usize + 2;

@@ -361,7 +361,7 @@ impl Tables {
         let inode_count = inode_order.as_ref().map_or(inodes.len(), Column::len);
         let (shared_files, shared_contents) = if options.packed_shared_files_table {
             (
-                unpack_shared_files(&packed_shared, inode_count)?,
+                hoard_format::metadata::unpack_shared_files(&packed_shared, inode_count)?,
                 packed_shared.len(),
             )
         } else {
@@ -459,21 +459,4 @@ impl Tables {
             self.entries.get(&self.data, i, 1) as u32,
         )
     }
-}
-
-/// Expands a packed shared files table: entry `i` holds how many shared
-/// files (minus 2) use shared content `i`. The total may not exceed the
-/// number of inodes.
-fn unpack_shared_files(packed: &[u32], inode_count: usize) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    for (i, &n) in packed.iter().enumerate() {
-        let n = n as usize + 2;
-        if out.len() + n > inode_count {
-            return Err(corrupt!(
-                "packed shared files table names more files than there are inodes"
-            ));
-        }
-        out.extend(std::iter::repeat_n(i as u32, n));
-    }
-    Ok(out)
 }

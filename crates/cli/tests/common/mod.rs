@@ -162,3 +162,16 @@ pub fn create_image(tree: &Path, image: &Path, extra: &[&str]) -> std::path::Pat
     );
     image.to_path_buf()
 }
+
+/// Pseudo-random bytes (xorshift64), the same for the same `seed`.
+pub fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s as u8
+        })
+        .collect()
+}
