@@ -1,10 +1,11 @@
-//! Stage 2: whole-file deduplication. Every regular file is read once:
-//! files are grouped by size, then by an XXH3-128 hash of their contents,
-//! so each distinct content is stored once and its duplicates share it.
-//! The same read computes each content's similarity fingerprint and its
-//! nilsimsa digest where the ordering stage uses them.
+//! Stage 2: whole-file deduplication. Files are grouped by size, then by
+//! an XXH3-128 hash of their contents, so each distinct content is stored
+//! once and its duplicates share it. Only files whose size another file
+//! shares are read (a file of a size of its own has no duplicate), unless
+//! the ordering stage needs every content's nilsimsa digest, which the
+//! same read computes.
 
-use crate::order::{Fingerprint, Nilsimsa, NilsimsaHasher, NILSIMSA_MIN_SIZE};
+use crate::order::{Nilsimsa, NilsimsaHasher, NILSIMSA_MIN_SIZE};
 use crate::tree::Tree;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -19,8 +20,6 @@ pub struct Content {
     pub size: u64,
     /// The files (indices into [`Tree::files`]) with this content, sorted.
     pub files: Vec<usize>,
-    /// Similarity fingerprint of the content, if computed (0 otherwise).
-    pub fingerprint: Fingerprint,
     /// Nilsimsa digest of the content, if computed and the content has at
     /// least [`NILSIMSA_MIN_SIZE`] bytes.
     pub nilsimsa: Option<Nilsimsa>,
@@ -30,20 +29,14 @@ pub struct Content {
 #[derive(Debug, Clone, Copy)]
 pub struct DedupeOptions {
     /// Compute [`Content::nilsimsa`], which only the `nilsimsa` order uses
-    /// (it costs a few nanoseconds per byte). On by default.
+    /// (it costs a few nanoseconds per byte, and every file must be read).
+    /// On by default.
     pub nilsimsa: bool,
-    /// Compute [`Content::fingerprint`], which only the `similarity` order
-    /// uses (it costs about as much as the hash that finds duplicates). On
-    /// by default.
-    pub fingerprint: bool,
 }
 
 impl Default for DedupeOptions {
     fn default() -> Self {
-        DedupeOptions {
-            nilsimsa: true,
-            fingerprint: true,
-        }
+        DedupeOptions { nilsimsa: true }
     }
 }
 
@@ -66,11 +59,11 @@ pub struct DedupeProgress {
     pub files: AtomicU64,
 }
 
-/// What reading one file found.
+/// What reading one file found; `hash` is `None` for a file that was
+/// only opened (its size is its own).
 struct Digest {
-    hash: u128,
+    hash: Option<u128>,
     size: u64,
-    fingerprint: Fingerprint,
     nilsimsa: Option<Nilsimsa>,
 }
 
@@ -84,9 +77,6 @@ fn digest(
 ) -> std::io::Result<Digest> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Xxh3::new();
-    let mut fingerprint = options
-        .fingerprint
-        .then(crate::order::Fingerprinter::default);
     let mut nilsimsa = options.nilsimsa.then(NilsimsaHasher::default);
     let mut size = 0u64;
     loop {
@@ -97,9 +87,6 @@ fn digest(
             Err(e) => return Err(e),
         };
         hasher.update(&buf[..n]);
-        if let Some(f) = &mut fingerprint {
-            f.update(&buf[..n]);
-        }
         if let Some(h) = &mut nilsimsa {
             h.update(&buf[..n]);
         }
@@ -108,38 +95,67 @@ fn digest(
     }
     progress.files.fetch_add(1, Ordering::Relaxed);
     Ok(Digest {
-        hash: hasher.digest128(),
+        hash: Some(hasher.digest128()),
         size,
-        fingerprint: fingerprint.map_or(0, |f| f.finish()),
         nilsimsa: nilsimsa
             .filter(|_| size >= NILSIMSA_MIN_SIZE)
             .map(|h| h.finish()),
     })
 }
 
-/// Reads every file of `tree` and groups equal contents, computing the
-/// similarity digests `options` ask for.
+/// Opens a file whose size no other file has, to find it readable, and
+/// takes its size from the scan.
+fn open_only(
+    path: &std::path::Path,
+    size: u64,
+    progress: &DedupeProgress,
+) -> std::io::Result<Digest> {
+    std::fs::File::open(path)?;
+    progress.bytes.fetch_add(size, Ordering::Relaxed);
+    progress.files.fetch_add(1, Ordering::Relaxed);
+    Ok(Digest {
+        hash: None,
+        size,
+        nilsimsa: None,
+    })
+}
+
+/// Groups the equal contents of `tree`'s files, reading those that may
+/// have a duplicate and computing the digests `options` ask for.
 pub fn dedupe(tree: &Tree, progress: &DedupeProgress, options: DedupeOptions) -> Deduped {
+    let mut files_of_size: HashMap<u64, u32> = HashMap::new();
+    for f in &tree.files {
+        *files_of_size.entry(f.size).or_default() += 1;
+    }
     let digests: Vec<std::io::Result<Digest>> = tree
         .files
         .par_iter()
         .map_init(
             || vec![0u8; 1 << 20],
-            |buf, f| digest(buf, &f.source, progress, options),
+            |buf, f| {
+                if options.nilsimsa || files_of_size[&f.size] > 1 {
+                    digest(buf, &f.source, progress, options)
+                } else {
+                    open_only(&f.source, f.size, progress)
+                }
+            },
         )
         .collect();
+    drop(files_of_size);
     let mut out = Deduped::default();
     let mut by_key: HashMap<(u64, u128), usize> = HashMap::new();
     for (file, d) in digests.into_iter().enumerate() {
         match d {
             Ok(d) => {
                 let next = out.contents.len();
-                let c = *by_key.entry((d.size, d.hash)).or_insert(next);
+                let c = match d.hash {
+                    Some(hash) => *by_key.entry((d.size, hash)).or_insert(next),
+                    None => next,
+                };
                 if c == next {
                     out.contents.push(Content {
                         size: d.size,
                         files: Vec::new(),
-                        fingerprint: d.fingerprint,
                         nilsimsa: d.nilsimsa,
                     });
                 }
@@ -154,7 +170,6 @@ pub fn dedupe(tree: &Tree, progress: &DedupeProgress, options: DedupeOptions) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::order::Fingerprinter;
     use crate::tree::File;
 
     fn tree_of(dir: &std::path::Path, contents: &[&[u8]]) -> Tree {
@@ -187,18 +202,24 @@ mod tests {
         let all = dedupe(&tree, &progress, DedupeOptions::default());
         assert_eq!(all.contents.len(), 2);
         assert_eq!(all.contents[0].files, vec![0, 2]);
-        let mut f = Fingerprinter::default();
-        f.update(data);
-        assert_eq!(all.contents[0].fingerprint, f.finish());
-        assert!(all.contents[0].nilsimsa.is_some());
-        let none = DedupeOptions {
-            nilsimsa: false,
-            fingerprint: false,
-        };
-        let bare = dedupe(&tree, &progress, none);
+        assert!(all.contents.iter().all(|c| c.nilsimsa.is_some()));
+        let bare = dedupe(&tree, &progress, DedupeOptions { nilsimsa: false });
         assert_eq!(bare.contents.len(), 2);
         assert_eq!(bare.contents[0].files, vec![0, 2]);
-        assert_eq!(bare.contents[0].fingerprint, 0);
         assert_eq!(bare.contents[0].nilsimsa, None);
+    }
+
+    #[test]
+    fn files_of_a_size_of_their_own_are_opened_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = tree_of(dir.path(), &[b"abc", b"abd", b"a size alone", b"gone!!"]);
+        std::fs::remove_file(dir.path().join("f3")).unwrap();
+        let progress = DedupeProgress::default();
+        let d = dedupe(&tree, &progress, DedupeOptions { nilsimsa: false });
+        let files: Vec<_> = d.contents.iter().map(|c| c.files.clone()).collect();
+        assert_eq!(files, vec![vec![0], vec![1], vec![2]]);
+        assert_eq!(d.contents[2].size, 12);
+        assert_eq!(d.unreadable.len(), 1);
+        assert_eq!(d.unreadable[0].0, 3);
     }
 }

@@ -6,10 +6,10 @@
 //! * `path` — by path;
 //! * `revpath` — by path read backwards, name first, then the directories
 //!   from the innermost out (all `Makefile`s together, …);
-//! * `similarity` — by extension, then name, then content fingerprint, then
-//!   path: the same file from many versions of a tree ends up side by side,
-//!   and within a name, contents that share their rarest 8-byte sequence sit
-//!   together;
+//! * `similarity` — by extension, then as `revpath`: files of one kind
+//!   together (all `.py`, then all `.so`, …), and within a kind the same
+//!   file from many versions of a tree side by side, its versions in the
+//!   order of the directories that hold them;
 //! * `nilsimsa[:max-children=N][:max-cluster-size=N]` — DwarFS's order: by
 //!   the [`Nilsimsa`] digest of each content (a 256-bit summary of its
 //!   trigrams, computed while deduplicating), so that contents with close
@@ -175,62 +175,6 @@ impl Order {
     /// Whether this order uses the contents' [`Nilsimsa`] digests.
     pub fn needs_nilsimsa(self) -> bool {
         matches!(self, Order::Nilsimsa { .. })
-    }
-
-    /// Whether this order uses the contents' [`Fingerprint`]s.
-    pub fn needs_fingerprint(self) -> bool {
-        self == Order::Similarity
-    }
-}
-
-/// A content's similarity fingerprint: the smallest hash over all its
-/// 8-byte sequences (a min-hash), so near-identical contents likely share it.
-pub type Fingerprint = u64;
-
-/// Computes a [`Fingerprint`] over data given in pieces.
-#[derive(Debug, Clone)]
-pub struct Fingerprinter {
-    window: u64,
-    seen: u64,
-    min: u64,
-}
-
-impl Default for Fingerprinter {
-    fn default() -> Self {
-        Fingerprinter {
-            window: 0,
-            seen: 0,
-            min: u64::MAX,
-        }
-    }
-}
-
-/// A 64-bit mixing function (the finalizer of SplitMix64).
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-impl Fingerprinter {
-    /// Feeds the next piece of the content.
-    pub fn update(&mut self, data: &[u8]) {
-        for &b in data {
-            self.window = (self.window << 8) | u64::from(b);
-            self.seen += 1;
-            if self.seen >= 8 {
-                self.min = self.min.min(mix(self.window));
-            }
-        }
-    }
-
-    /// The fingerprint of everything fed.
-    pub fn finish(&self) -> Fingerprint {
-        if self.seen < 8 {
-            mix(self.window ^ (self.seen << 56))
-        } else {
-            self.min
-        }
     }
 }
 
@@ -485,11 +429,10 @@ pub fn order(tree: &Tree, contents: &[Content], order: Order) -> Vec<usize> {
         Order::Path => ids.sort_by(|&a, &b| path(a).cmp(path(b))),
         Order::RevPath => ids.sort_by(|&a, &b| revpath_cmp(path(a), path(b))),
         Order::Similarity => ids.sort_by(|&a, &b| {
-            let key = |c: usize| {
-                let name = base_name(path(c));
-                (extension(name), name, contents[c].fingerprint, path(c))
-            };
-            key(a).cmp(&key(b))
+            let (a, b) = (path(a), path(b));
+            extension(base_name(a))
+                .cmp(extension(base_name(b)))
+                .then_with(|| revpath_cmp(a, b))
         }),
         Order::Nilsimsa { options } => ids = order_nilsimsa(tree, contents, options),
     }
@@ -771,34 +714,6 @@ fn greedy_chain_any(tails: &mut [Nilsimsa], heads: &mut [Nilsimsa], ids: &mut [u
 mod tests {
     use super::*;
 
-    fn fp(data: &[u8]) -> Fingerprint {
-        let mut f = Fingerprinter::default();
-        for piece in data.chunks(7) {
-            f.update(piece);
-        }
-        f.finish()
-    }
-
-    #[test]
-    fn fingerprints_do_not_depend_on_pieces() {
-        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let mut whole = Fingerprinter::default();
-        whole.update(&data);
-        assert_eq!(whole.finish(), fp(&data));
-    }
-
-    #[test]
-    fn near_identical_contents_usually_share_a_fingerprint() {
-        let text: Vec<u8> = (0..20_000u32)
-            .flat_map(|i| format!("line {} of the file\n", i * 31 % 977).into_bytes())
-            .collect();
-        let mut edited = text.clone();
-        edited[100] = b'X';
-        assert_eq!(fp(&text), fp(&edited));
-        assert_ne!(fp(&text), fp(b"something else entirely, nothing alike"));
-        assert_ne!(fp(b"ab"), fp(b"abc"));
-    }
-
     #[test]
     fn orders_parse() {
         assert_eq!(
@@ -900,7 +815,15 @@ mod tests {
         let a = text(1, 2000);
         let mut b = a.clone();
         b[500..520].copy_from_slice(b"--an edit in between");
-        let noise: Vec<u8> = (0..a.len() as u64).map(|i| (mix(i) >> 56) as u8).collect();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let noise: Vec<u8> = (0..a.len())
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 56) as u8
+            })
+            .collect();
         let near = nilsimsa_distance(&nilsimsa(&a), &nilsimsa(&b));
         let far = nilsimsa_distance(&nilsimsa(&a), &nilsimsa(&noise));
         assert!(near < 20, "near {near}");
@@ -911,7 +834,6 @@ mod tests {
         Content {
             size,
             files: vec![file],
-            fingerprint: 0,
             nilsimsa: digest,
         }
     }
@@ -927,6 +849,37 @@ mod tests {
             });
         }
         tree
+    }
+
+    #[test]
+    fn similarity_order_puts_one_file_of_many_versions_together() {
+        let paths = [
+            "app-2.0/lib/models.py",
+            "app-1.0/lib/models.py",
+            "app-1.0/lib/views.py",
+            "app-1.0/static/style.css",
+            "app-2.0/static/style.css",
+            "app-1.0/test/models.py",
+            "app-1.0/README",
+        ];
+        let tree = tree_of(&paths);
+        let contents: Vec<Content> = (0..paths.len()).map(|i| content(1, None, i)).collect();
+        let ordered: Vec<&str> = order(&tree, &contents, Order::Similarity)
+            .into_iter()
+            .map(|c| paths[c])
+            .collect();
+        assert_eq!(
+            ordered,
+            [
+                "app-1.0/README",
+                "app-1.0/static/style.css",
+                "app-2.0/static/style.css",
+                "app-1.0/lib/models.py",
+                "app-2.0/lib/models.py",
+                "app-1.0/test/models.py",
+                "app-1.0/lib/views.py",
+            ]
+        );
     }
 
     #[test]

@@ -355,8 +355,8 @@ fn scan_input(
     )
 }
 
-/// Reads every file once, grouping equal contents, with the
-/// similarity digests the orders need (none at all for `path` order).
+/// Groups equal contents, reading the files that may have a duplicate
+/// (every file when an order needs nilsimsa digests).
 #[inline(never)]
 fn hash_contents(options: &CreateOptions, tree: &Tree, progress: &DedupeProgress) -> Deduped {
     let orders = || {
@@ -365,7 +365,6 @@ fn hash_contents(options: &CreateOptions, tree: &Tree, progress: &DedupeProgress
     };
     let digests = DedupeOptions {
         nilsimsa: orders().any(Order::needs_nilsimsa),
-        fingerprint: orders().any(Order::needs_fingerprint),
     };
     dedupe(tree, progress, digests)
 }
