@@ -43,6 +43,9 @@ impl SectionType {
     pub const SECTION_INDEX: Self = Self(9);
     /// History of the tools that wrote or rewrote the image.
     pub const HISTORY: Self = Self(10);
+    /// hoard's Reed-Solomon recovery data (see the hoard-recovery crate).
+    /// DwarFS skips section types it does not know, with a warning.
+    pub const HOARD_RECOVERY: Self = Self(0x4852);
 
     /// The name DwarFS uses for this type, or `unknown(N)`.
     pub fn name(self) -> String {
@@ -52,13 +55,14 @@ impl SectionType {
             Self::METADATA_V2 => "METADATA_V2".into(),
             Self::SECTION_INDEX => "SECTION_INDEX".into(),
             Self::HISTORY => "HISTORY".into(),
+            Self::HOARD_RECOVERY => "HOARD_RECOVERY".into(),
             Self(n) => format!("unknown({n})"),
         }
     }
 
     /// Whether this build knows what the section means.
     pub fn is_known(self) -> bool {
-        matches!(self.0, 0 | 7..=10)
+        matches!(self.0, 0 | 7..=10 | 0x4852)
     }
 }
 
