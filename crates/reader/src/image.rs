@@ -101,33 +101,90 @@ impl Image {
     }
 
     /// Lists the sections of an image of `size` bytes (or up to the end)
-    /// held by `source`.
+    /// held by `source`. An image with recovery data is read through it,
+    /// so damage it covers is repaired on the fly; when an image is too
+    /// damaged to list, the whole file is searched for recovery data.
     pub fn from_source_sized(
         source: Source,
         offset: ImageOffset,
         size: Option<u64>,
     ) -> Result<Self> {
+        let (error, source) = match Self::list(source, offset, size) {
+            Ok(image) => return image.through_listed_recovery(offset, size),
+            Err(failure) => failure,
+        };
+        if source.recovery().is_some() {
+            return Err(error);
+        }
+        match hoard_recovery::Recovery::search(&source) {
+            Some(recovery) => {
+                Self::list(source.recovering(recovery), offset, size).map_err(|(e, _)| e)
+            }
+            None => Err(error),
+        }
+    }
+
+    /// This image read through its recovery section, when it has one that
+    /// was not found through the section index (listed again then).
+    fn through_listed_recovery(self, offset: ImageOffset, size: Option<u64>) -> Result<Self> {
+        if self.source.recovery().is_some() {
+            return Ok(self);
+        }
+        let Some(section) = self.find(hoard_recovery::SECTION_TYPE) else {
+            return Ok(self);
+        };
+        match hoard_recovery::Recovery::at_section(&self.source, section.offset) {
+            Some(recovery) => {
+                Self::list(self.source.recovering(recovery), offset, size).map_err(|(e, _)| e)
+            }
+            None => Ok(self),
+        }
+    }
+
+    /// Finds the image and lists its sections; on failure, hands the
+    /// source back with the error.
+    fn list(
+        source: Source,
+        offset: ImageOffset,
+        size: Option<u64>,
+    ) -> std::result::Result<Self, (Error, Source)> {
         let offset = match offset {
             ImageOffset::At(o) => o,
-            ImageOffset::Auto => section::find_image_offset(source.len(), &mut |off, len| {
-                source
-                    .read_upto(off, len as u64)
-                    .map(Cow::into_owned)
-                    .unwrap_or_default()
-            })
-            .ok_or_else(|| corrupt!("no DwarFS image found in file"))?,
+            ImageOffset::Auto => {
+                match section::find_image_offset(source.len(), &mut |off, len| {
+                    source
+                        .read_upto(off, len as u64)
+                        .map(Cow::into_owned)
+                        .unwrap_or_default()
+                }) {
+                    Some(o) => o,
+                    None => return Err((corrupt!("no DwarFS image found in file"), source)),
+                }
+            }
         };
         if offset >= source.len() {
-            return Err(corrupt!(
+            let e = corrupt!(
                 "image offset {offset} is past the end of the file ({} bytes)",
                 source.len()
-            ));
+            );
+            return Err((e, source));
         }
-        let source = match size {
+        let mut source = match size {
             Some(size) => source.limited(offset.saturating_add(size)),
             None => source,
         };
-        let version = section::parse_version(&source.read_upto(offset, FILE_HEADER_SIZE as u64)?)?;
+        if source.recovery().is_none() {
+            if let Some(recovery) = hoard_recovery::Recovery::find(&source, offset) {
+                source = source.recovering(recovery);
+            }
+        }
+        let version = match source
+            .read_upto(offset, FILE_HEADER_SIZE as u64)
+            .and_then(|h| Ok(section::parse_version(&h)?))
+        {
+            Ok(v) => v,
+            Err(e) => return Err((e, source)),
+        };
         let mut image = Image {
             source,
             offset,
@@ -147,8 +204,13 @@ impl Image {
                 Err(e) => image.index_problem = Some(e.to_string()),
             }
         }
-        image.sections = image.scan_sections()?;
-        Ok(image)
+        match image.scan_sections() {
+            Ok(sections) => {
+                image.sections = sections;
+                Ok(image)
+            }
+            Err(e) => Err((e, image.source)),
+        }
     }
 
     /// Walks the section headers from the start of the image.
@@ -346,6 +408,12 @@ impl Image {
         let payload = self.verified_payload(section)?;
         hoard_codec::partial_decoder(section.header.compression, &payload, max_size)
             .map_err(|e| section.decode_error(e))
+    }
+
+    /// The recovery data the image is read through, if it has any, and
+    /// the file as it is.
+    pub fn recovery(&self) -> Option<(&hoard_recovery::Recovery, &Source)> {
+        self.source.recovery()
     }
 
     /// The first section of a kind.

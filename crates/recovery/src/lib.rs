@@ -6,6 +6,8 @@
 //! * [`encode`] — building the recovery section for an image.
 //! * [`Recovery`] — finding the recovery data of an image, telling which
 //!   bytes are damaged, and reading or rewriting them repaired.
+//! * [`repair_file`] — repairing an image file (temporary file, checked,
+//!   then renamed).
 //!
 //! Damage is found by checksums (XXH3-64 per 4 KiB shard), so a damaged
 //! shard becomes an erasure: a stripe of `k` data and `m` parity shards
@@ -15,10 +17,12 @@ pub mod encode;
 pub mod layout;
 mod locate;
 mod recovery;
+mod repair;
 
 pub use encode::{build_section, BuiltSection};
 pub use layout::Layout;
 pub use recovery::{Damage, Recovery};
+pub use repair::{repair_file, Repair};
 
 /// The section type of the recovery data.
 pub const SECTION_TYPE: hoard_format::section::SectionType =

@@ -299,8 +299,13 @@ impl Recovery {
             Err(Error::Io(e)) => return Err(Error::Io(e)),
             Err(e) => Err(e.to_string()),
         };
+        // Another reader may have repaired it meanwhile: keep the first.
+        let mut fixed = self.fixed.lock().unwrap();
+        if let Some(first) = fixed.get(&g) {
+            return Ok((Arc::clone(first), false));
+        }
         let fix = Arc::new(fix);
-        self.fixed.lock().unwrap().insert(g, Arc::clone(&fix));
+        fixed.insert(g, Arc::clone(&fix));
         Ok((fix, true))
     }
 
