@@ -85,7 +85,7 @@ pub fn damage_report(image: &Image, fs: Option<&Filesystem>) -> Option<Result<Da
         Err(e) => return Some(Err(format!("recovery data: {e}"))),
     };
     let layout = recovery.layout();
-    let damaged = damage.ranges(layout);
+    let damaged = damage.ranges();
     let lost = damage.lost_ranges(layout);
     let (sections, damaged_blocks) = touched(image, &damaged);
     let (_, lost_blocks) = touched(image, &lost);
@@ -174,7 +174,7 @@ pub fn report_for_file(file: &crate::source::Source) -> Option<Result<DamageRepo
     let lost = damage.lost_ranges(layout);
     Some(Ok(DamageReport {
         percent: layout.percent,
-        damaged: damage.ranges(layout).iter().map(pair).collect(),
+        damaged: damage.ranges().iter().map(pair).collect(),
         damaged_parity_shards: damage.parity_shards.len(),
         damaged_recovery_parts: damage.recovery_parts.clone(),
         repairable: damage.repairable(),

@@ -42,6 +42,10 @@ pub struct Damage {
     /// Data shards whose checksum is lost in both table copies, so their
     /// state is unknown (they are taken as sound).
     pub unverifiable_shards: u64,
+    /// File byte ranges of the damaged protected bytes, merged: exact
+    /// where the stripe can be repaired (the bytes that differ from the
+    /// repair), whole shards where it cannot.
+    pub byte_ranges: Vec<Range<u64>>,
 }
 
 impl Damage {
@@ -56,8 +60,8 @@ impl Damage {
     }
 
     /// File byte ranges of the damaged protected bytes, merged.
-    pub fn ranges(&self, layout: &Layout) -> Vec<Range<u64>> {
-        shard_ranges(layout, self.data_shards.iter().copied())
+    pub fn ranges(&self) -> &[Range<u64>] {
+        &self.byte_ranges
     }
 
     /// File byte ranges of the damaged protected bytes that cannot be
@@ -73,12 +77,20 @@ impl Damage {
     }
 }
 
-/// Merged file ranges of protected shards (split around the hole).
+/// Merged file ranges of protected shards.
 fn shard_ranges(layout: &Layout, shards: impl Iterator<Item = u64>) -> Vec<Range<u64>> {
     let size = layout.shard_size as u64;
+    let protected: Vec<Range<u64>> = shards
+        .map(|j| j * size..((j + 1) * size).min(layout.protected_len()))
+        .collect();
+    file_ranges(layout, protected)
+}
+
+/// Protected byte ranges as merged file ranges (split around the hole).
+fn file_ranges(layout: &Layout, mut protected: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    protected.sort_unstable_by_key(|r| r.start);
     let mut out: Vec<Range<u64>> = Vec::new();
-    for j in shards {
-        let p = j * size..((j + 1) * size).min(layout.protected_len());
+    for p in protected {
         let pieces = if p.start < layout.hole_start && p.end > layout.hole_start {
             vec![
                 p.start..layout.hole_start,
@@ -89,13 +101,35 @@ fn shard_ranges(layout: &Layout, shards: impl Iterator<Item = u64>) -> Vec<Range
         };
         for r in pieces {
             match out.last_mut() {
-                Some(last) if last.end == r.start => last.end = r.end,
+                Some(last) if last.end >= r.start => last.end = last.end.max(r.end),
                 _ => out.push(r),
             }
         }
     }
     out
 }
+
+/// Protected ranges where shard `j` (`raw`) differs from its repair.
+fn differences(j: u64, raw: &[u8], good: &[u8], protected_len: u64) -> Vec<Range<u64>> {
+    let base = j * raw.len() as u64;
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for (k, _) in raw.iter().zip(good).enumerate().filter(|(_, (a, b))| a != b) {
+        let at = base + k as u64;
+        if at >= protected_len {
+            break;
+        }
+        // Bytes a damage left as they were (a zero zeroed) do not split
+        // a range.
+        match out.last_mut() {
+            Some(last) if last.end + MERGE_GAP >= at => last.end = at + 1,
+            _ => out.push(at..at + 1),
+        }
+    }
+    out
+}
+
+/// Differing bytes this close together are reported as one range.
+const MERGE_GAP: u64 = 64;
 
 impl Recovery {
     /// The recovery data of an image starting at `image_offset`, found
@@ -174,13 +208,15 @@ impl Recovery {
         for &q in &parity_shards {
             bad[(q % l.stripes as u64) as usize].1 += 1;
         }
-        let lost_stripes = (0..l.stripes)
+        let lost_stripes: Vec<u32> = (0..l.stripes)
             .filter(|&g| {
                 let (d, p) = bad[g as usize];
                 d > 0 && d + p > l.parity_shards
             })
             .collect();
+        let byte_ranges = self.byte_ranges(file, &data_shards, &lost_stripes)?;
         Ok(Damage {
+            byte_ranges,
             unverifiable_shards: self.sums[..shards as usize].iter().filter(|s| s.is_none()).count()
                 as u64,
             data_shards,
@@ -188,6 +224,41 @@ impl Recovery {
             lost_stripes,
             recovery_parts: self.damaged_parts(file)?,
         })
+    }
+
+    /// The file ranges of damaged data shards: the bytes that differ
+    /// from the repair where their stripe can be repaired, else the whole
+    /// shards.
+    fn byte_ranges(
+        &self,
+        file: &dyn ReadAt,
+        shards: &[u64],
+        lost: &[u32],
+    ) -> Result<Vec<Range<u64>>> {
+        let l = &self.layout;
+        let protected = Protected { file, layout: l };
+        let mut stripes: Vec<u32> = shards.iter().map(|&j| l.stripe_of(j)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let fixes: Vec<HashMap<u64, Vec<u8>>> = stripes
+            .par_iter()
+            .filter(|g| lost.binary_search(g).is_err())
+            .map(|&g| self.repair_stripe(file, g))
+            .collect::<Result<_>>()?;
+        let mut ranges = Vec::new();
+        for &j in shards {
+            match fixes.iter().find_map(|f| f.get(&j)) {
+                Some(good) => {
+                    let raw = read_shard(&protected, l, j)?;
+                    ranges.extend(differences(j, &raw, good, l.protected_len()));
+                }
+                None => {
+                    let size = l.shard_size as u64;
+                    ranges.push(j * size..((j + 1) * size).min(l.protected_len()));
+                }
+            }
+        }
+        Ok(file_ranges(l, ranges))
     }
 
     /// The recovery section's header, descriptors and table pages that

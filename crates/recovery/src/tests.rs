@@ -49,11 +49,11 @@ fn scattered_bytes_and_a_burst_are_repaired() {
     }
     assert_eq!(repaired(&file), original);
     let mut file = original.clone();
-    file[1_000_000..1_000_000 + 100_000].fill(0);
+    file[1_000_000..1_100_000].iter_mut().for_each(|b| *b ^= 0xFF);
     let rec = Recovery::search(&file).unwrap();
     let damage = rec.damage(&file).unwrap();
     assert!(damage.repairable());
-    assert_eq!(damage.ranges(rec.layout())[0].start, 1_000_000 / 4096 * 4096);
+    assert_eq!(damage.ranges(), [1_000_000..1_100_000]);
     let mut buf = vec![0u8; 300_000];
     let stripes = rec.read(&file, 900_000, &mut buf).unwrap();
     assert!(!stripes.is_empty());

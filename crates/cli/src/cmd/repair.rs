@@ -29,7 +29,7 @@ pub fn run(args: &RepairArgs) -> Result<u8> {
         damaged_parity_shards: damage.parity_shards.len(),
         damaged_recovery_parts: damage.recovery_parts.clone(),
         damaged: damage
-            .ranges(&repair.layout)
+            .ranges()
             .iter()
             .map(|r| [r.start, r.end])
             .collect(),
