@@ -52,12 +52,19 @@ impl DamageReport {
                 self.damaged_parity_shards
             ));
         }
-        out.extend(self.damaged_recovery_parts.iter().map(|p| format!("damaged {p}")));
+        out.extend(
+            self.damaged_recovery_parts
+                .iter()
+                .map(|p| format!("damaged {p}")),
+        );
         if !self.sections.is_empty() {
             out.push(format!("damaged sections: {}", self.sections.join(", ")));
         }
         if !self.affected_files.is_empty() {
-            out.push(format!("affected files: {}", self.affected_files.join(", ")));
+            out.push(format!(
+                "affected files: {}",
+                self.affected_files.join(", ")
+            ));
         }
         if self.repairable {
             out.push("the recovery data can repair all damage: run `hoard repair`".into());
@@ -78,7 +85,10 @@ impl DamageReport {
 
 /// The damage report of an image read through recovery data (`None`
 /// without it). `fs` is the file system if it opened, to name files.
-pub fn damage_report(image: &Image, fs: Option<&Filesystem>) -> Option<Result<DamageReport, String>> {
+pub fn damage_report(
+    image: &Image,
+    fs: Option<&Filesystem>,
+) -> Option<Result<DamageReport, String>> {
     let (recovery, raw) = image.recovery()?;
     let damage = match recovery.damage(raw) {
         Ok(d) => d,
@@ -89,7 +99,10 @@ pub fn damage_report(image: &Image, fs: Option<&Filesystem>) -> Option<Result<Da
     let lost = damage.lost_ranges(layout);
     let (sections, damaged_blocks) = touched(image, &damaged);
     let (_, lost_blocks) = touched(image, &lost);
-    let metadata_lost = touched(image, &lost).0.iter().any(|s| !s.starts_with("BLOCK"));
+    let metadata_lost = touched(image, &lost)
+        .0
+        .iter()
+        .any(|s| !s.starts_with("BLOCK"));
     let (affected_files, lost_files) = match fs {
         Some(fs) => (
             files_in(fs, &damaged_blocks),
@@ -178,7 +191,11 @@ pub fn report_for_file(file: &crate::source::Source) -> Option<Result<DamageRepo
         damaged_parity_shards: damage.parity_shards.len(),
         damaged_recovery_parts: damage.recovery_parts.clone(),
         repairable: damage.repairable(),
-        lost_files: if lost.is_empty() { Vec::new() } else { vec!["*".to_string()] },
+        lost_files: if lost.is_empty() {
+            Vec::new()
+        } else {
+            vec!["*".to_string()]
+        },
         lost: lost.iter().map(pair).collect(),
         sections: Vec::new(),
         affected_files: Vec::new(),

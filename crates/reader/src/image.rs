@@ -174,7 +174,7 @@ impl Image {
             None => source,
         };
         if source.recovery().is_none() {
-            if let Some(recovery) = hoard_recovery::Recovery::find(&source, offset) {
+            if let Some(recovery) = hoard_recovery::Recovery::find(&source) {
                 source = source.recovering(recovery);
             }
         }
@@ -269,14 +269,11 @@ impl Image {
         Ok(section)
     }
 
-    /// Uses the section index, if the image ends with a valid one.
+    /// Uses the section index, if the image ends with a valid one (before
+    /// its recovery data, if any).
     fn sections_from_index(&self) -> Result<Option<Vec<Section>>> {
-        let Some(tail_pos) = self
-            .source
-            .len()
-            .checked_sub(8)
-            .filter(|&p| p >= self.offset)
-        else {
+        let end = self.index_end();
+        let Some(tail_pos) = end.checked_sub(8).filter(|&p| p >= self.offset) else {
             return Ok(None);
         };
         let Some(index_rel) = section::index_offset_hint(&self.source.read(tail_pos, 8)?) else {
@@ -285,7 +282,7 @@ impl Image {
         let index_pos = self
             .offset
             .checked_add(index_rel)
-            .filter(|&p| p < self.source.len())
+            .filter(|&p| p < end)
             .ok_or_else(|| corrupt!("section index offset {index_rel} is out of range"))?;
         let index = self.section_at(index_pos)?;
         if index.header.kind != SectionType::SECTION_INDEX {
@@ -296,7 +293,7 @@ impl Image {
         if index.header.compression != Compression::NONE {
             return Err(corrupt!("section index is compressed"));
         }
-        if index.end() != self.source.len() {
+        if index.end() != end {
             return Err(corrupt!("section index is not the last section"));
         }
         let payload = self.verified_payload(&index)?;
@@ -307,9 +304,7 @@ impl Image {
         let mut sections = Vec::with_capacity(entries.len());
         for (i, entry) in entries.iter().enumerate() {
             let section = self.section_at(self.offset + entry.offset)?;
-            let next = entries
-                .get(i + 1)
-                .map_or(self.source.len(), |n| self.offset + n.offset);
+            let next = entries.get(i + 1).map_or(end, |n| self.offset + n.offset);
             if section.header.kind != entry.kind
                 || section.end() != next
                 || section.header.number != Some(i as u32)
@@ -321,7 +316,28 @@ impl Image {
             }
             sections.push(section);
         }
+        if end != self.source.len() {
+            // The recovery section, after the index.
+            let section = self.section_at(end)?;
+            if section.header.kind != hoard_recovery::SECTION_TYPE
+                || section.end() != self.source.len()
+                || section.header.number != Some(sections.len() as u32)
+            {
+                return Err(corrupt!(
+                    "unexpected section at offset {end} after the section index"
+                ));
+            }
+            sections.push(section);
+        }
         Ok(Some(sections))
+    }
+
+    /// Where the section index ends: before the recovery data, if any.
+    fn index_end(&self) -> u64 {
+        match self.source.recovery() {
+            Some((recovery, _)) => recovery.layout().section_start(),
+            None => self.source.len(),
+        }
     }
 
     /// The format version.

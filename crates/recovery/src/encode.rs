@@ -1,6 +1,6 @@
 //! Building the recovery section of an image.
 
-use crate::layout::{encode_table, Layout};
+use crate::layout::{encode_table, Layout, TRAILER_SIZE};
 use crate::{read_shard, Error, ReadAt, Result, SECTION_TYPE};
 use hoard_format::section::{encode_header_v2, Compression};
 use rayon::prelude::*;
@@ -58,6 +58,7 @@ pub fn build_section(layout: &Layout, protected: &dyn ReadAt) -> Result<BuiltSec
     payload.extend_from_slice(&parity);
     payload.extend_from_slice(&table);
     payload.extend_from_slice(&descriptor);
+    payload.extend_from_slice(&[0u8; TRAILER_SIZE as usize]);
     debug_assert_eq!(payload.len() as u64, layout.payload_len());
     let header = encode_header_v2(
         layout.section_number,

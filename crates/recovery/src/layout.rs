@@ -1,26 +1,27 @@
 //! Where every byte of the recovery data lives, and how the protected bytes
 //! are cut into shards and stripes.
 //!
-//! The *protected* bytes are the whole file except the recovery section
-//! itself (its header and payload, the "hole"), read as one run: the bytes
-//! before the hole, then those after it. They are cut into shards of
-//! `shard_size` bytes (the last one zero-padded). Shard `j` belongs to
-//! stripe `j % stripes` at position `j / stripes`, so a run of damaged
-//! shards is spread over all stripes. Each stripe is one Reed-Solomon code
-//! word of `data_shards` originals (positions past the last shard are
-//! zeros, never stored) and `parity_shards` recovery shards.
+//! The recovery section is appended after the image, section index
+//! included, and protects every byte before it. These protected bytes
+//! are cut into shards of `shard_size` bytes (the last one zero-padded).
+//! Shard `j` belongs to stripe `j % stripes` at position `j / stripes`, so
+//! a run of damaged shards is spread over all stripes. Each stripe is one
+//! Reed-Solomon code word of `data_shards` originals (positions past the
+//! last shard are zeros, never stored) and `parity_shards` recovery shards.
 //!
 //! The payload of the recovery section:
 //!
 //! ```text
-//! descriptor | checksum table | parity shards | checksum table | descriptor
+//! descriptor | checksum table | parity shards | checksum table | descriptor | 8 zero bytes
 //! ```
 //!
 //! The descriptor and the table are stored twice, at both ends, so no
-//! single run of damage takes both. The table holds the XXH3-64 of every
-//! data shard, then of every parity shard, in pages of 4 KiB that each end
-//! with the XXH3-64 of the page. Parity shard `r` of stripe `g` is stored
-//! at position `r * stripes + g`.
+//! single run of damage takes both; the second descriptor is found from
+//! the end of the file. The table holds the XXH3-64 of every data shard,
+//! then of every parity shard, in pages of 4 KiB that each end with the
+//! XXH3-64 of the page. Parity shard `r` of stripe `g` is stored at
+//! position `r * stripes + g`. The zero bytes at the very end tell DwarFS
+//! readers that look for a section index there that there is none.
 
 use crate::{Error, Result};
 use xxhash_rust::xxh3::xxh3_64;
@@ -32,6 +33,8 @@ pub const SHARD_SIZE: u32 = 4096;
 pub const MAX_DATA_SHARDS: u64 = 1024;
 /// Size of one stored descriptor.
 pub const DESCRIPTOR_SIZE: u64 = 128;
+/// Zero bytes that end the payload.
+pub const TRAILER_SIZE: u64 = 8;
 /// Bytes per page of the checksum table.
 pub const TABLE_PAGE: u64 = 4096;
 /// Checksums per table page (the last slot holds the page's own).
@@ -48,10 +51,8 @@ pub struct Layout {
     pub shard_size: u32,
     /// Size of the whole file, recovery section included.
     pub file_len: u64,
-    /// File offset of the recovery section's header.
-    pub hole_start: u64,
     /// Size of the recovery section, header included.
-    pub hole_len: u64,
+    pub section_len: u64,
     /// Number of stripes (code words).
     pub stripes: u32,
     /// Original shards per stripe.
@@ -65,21 +66,16 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// Plans recovery data of about `percent`% for `protected_len` bytes,
-    /// to be written as section `section_number` at file offset
-    /// `hole_start`.
-    pub fn plan(
-        protected_len: u64,
-        hole_start: u64,
-        section_number: u32,
-        percent: u32,
-    ) -> Result<Self> {
+    /// Plans recovery data of about `percent`% for the first
+    /// `protected_len` bytes of a file, to be appended to them as section
+    /// `section_number`.
+    pub fn plan(protected_len: u64, section_number: u32, percent: u32) -> Result<Self> {
         if !(1..=100).contains(&percent) {
             return Err(Error::Invalid(format!(
                 "recovery percentage {percent} is out of range (1 to 100)"
             )));
         }
-        if protected_len == 0 || hole_start > protected_len {
+        if protected_len == 0 {
             return Err(Error::Invalid("nothing to protect".into()));
         }
         let shards = protected_len.div_ceil(SHARD_SIZE as u64);
@@ -92,23 +88,27 @@ impl Layout {
             shard_size: SHARD_SIZE,
             // Without the hole for now, so the sizes below see all shards.
             file_len: protected_len,
-            hole_start,
-            hole_len: 0,
+            section_len: 0,
             stripes,
             data_shards: data_shards as u32,
             parity_shards: parity_shards as u32,
             percent,
             section_number,
         };
-        let hole_len = SECTION_HEADER_SIZE + layout.payload_len();
-        layout.hole_len = hole_len;
-        layout.file_len = protected_len + hole_len;
+        let section_len = SECTION_HEADER_SIZE + layout.payload_len();
+        layout.section_len = section_len;
+        layout.file_len = protected_len + section_len;
         Ok(layout)
     }
 
-    /// Bytes covered by the recovery data.
+    /// Bytes covered by the recovery data: all before its section.
     pub fn protected_len(&self) -> u64 {
-        self.file_len - self.hole_len
+        self.file_len - self.section_len
+    }
+
+    /// File offset of the recovery section's header.
+    pub fn section_start(&self) -> u64 {
+        self.protected_len()
     }
 
     /// Number of (real) data shards.
@@ -123,12 +123,15 @@ impl Layout {
 
     /// File offset of the recovery section's payload.
     pub fn payload_start(&self) -> u64 {
-        self.hole_start + SECTION_HEADER_SIZE
+        self.section_start() + SECTION_HEADER_SIZE
     }
 
     /// Size of the recovery section's payload.
     pub fn payload_len(&self) -> u64 {
-        2 * DESCRIPTOR_SIZE + 2 * self.table_len() + self.parity_count() * self.shard_size as u64
+        2 * DESCRIPTOR_SIZE
+            + 2 * self.table_len()
+            + self.parity_count() * self.shard_size as u64
+            + TRAILER_SIZE
     }
 
     /// Size of one copy of the checksum table.
@@ -139,14 +142,17 @@ impl Layout {
     /// File offsets of the two copies of the checksum table.
     pub fn table_starts(&self) -> [u64; 2] {
         let first = self.payload_start() + DESCRIPTOR_SIZE;
-        [first, self.parity_start() + self.parity_count() * self.shard_size as u64]
+        [
+            first,
+            self.parity_start() + self.parity_count() * self.shard_size as u64,
+        ]
     }
 
     /// File offsets of the two copies of the descriptor.
     pub fn descriptor_starts(&self) -> [u64; 2] {
         [
             self.payload_start(),
-            self.hole_start + self.hole_len - DESCRIPTOR_SIZE,
+            self.file_len - TRAILER_SIZE - DESCRIPTOR_SIZE,
         ]
     }
 
@@ -157,15 +163,6 @@ impl Layout {
 
     fn parity_start(&self) -> u64 {
         self.payload_start() + DESCRIPTOR_SIZE + self.table_len()
-    }
-
-    /// The file offset of protected byte `p`.
-    pub fn file_offset(&self, p: u64) -> u64 {
-        if p < self.hole_start {
-            p
-        } else {
-            p + self.hole_len
-        }
     }
 
     /// The data shard at position `i` of stripe `g`, if it exists.
@@ -195,7 +192,7 @@ impl Layout {
         for (at, v) in fields32 {
             d[at..at + 4].copy_from_slice(&v.to_le_bytes());
         }
-        for (at, v) in [(16, self.file_len), (24, self.hole_start), (32, self.hole_len)] {
+        for (at, v) in [(16, self.file_len), (24, self.section_len)] {
             d[at..at + 8].copy_from_slice(&v.to_le_bytes());
         }
         let sum = xxh3_64(&d[..120]);
@@ -217,8 +214,7 @@ impl Layout {
         let layout = Layout {
             shard_size: u32_at(12),
             file_len: u64_at(16),
-            hole_start: u64_at(24),
-            hole_len: u64_at(32),
+            section_len: u64_at(24),
             stripes: u32_at(40),
             data_shards: u32_at(44),
             parity_shards: u32_at(48),
@@ -227,14 +223,8 @@ impl Layout {
         };
         // Only layouts `plan` makes are accepted, so no field is trusted
         // on its own.
-        let protected = layout.file_len.checked_sub(layout.hole_len)?;
-        let planned = Layout::plan(
-            protected,
-            layout.hole_start,
-            layout.section_number,
-            layout.percent,
-        )
-        .ok()?;
+        let protected = layout.file_len.checked_sub(layout.section_len)?;
+        let planned = Layout::plan(protected, layout.section_number, layout.percent).ok()?;
         (planned == layout).then_some(layout)
     }
 
@@ -268,13 +258,18 @@ pub fn decode_table(copies: [&[u8]; 2], count: u64) -> Vec<Option<u64>> {
     let mut sums = Vec::with_capacity(count as usize);
     for p in 0..pages {
         let range = p * TABLE_PAGE as usize..(p + 1) * TABLE_PAGE as usize;
-        let page = copies.iter().filter_map(|c| c.get(range.clone())).find(|page| {
-            let own = u64::from_le_bytes(page[TABLE_PAGE as usize - 8..].try_into().unwrap());
-            own == xxh3_64(&page[..TABLE_PAGE as usize - 8])
-        });
+        let page = copies
+            .iter()
+            .filter_map(|c| c.get(range.clone()))
+            .find(|page| {
+                let own = u64::from_le_bytes(page[TABLE_PAGE as usize - 8..].try_into().unwrap());
+                own == xxh3_64(&page[..TABLE_PAGE as usize - 8])
+            });
         let in_page = (count - p as u64 * ENTRIES_PER_PAGE).min(ENTRIES_PER_PAGE) as usize;
         for e in 0..in_page {
-            sums.push(page.map(|page| u64::from_le_bytes(page[e * 8..e * 8 + 8].try_into().unwrap())));
+            sums.push(
+                page.map(|page| u64::from_le_bytes(page[e * 8..e * 8 + 8].try_into().unwrap())),
+            );
         }
     }
     sums
@@ -286,7 +281,7 @@ mod tests {
 
     #[test]
     fn descriptor_round_trips_and_rejects_damage() {
-        let layout = Layout::plan(6 << 20, 6 << 20, 5, 5).unwrap();
+        let layout = Layout::plan(6 << 20, 5, 5).unwrap();
         let d = layout.encode();
         assert_eq!(Layout::decode(&d), Some(layout));
         for i in [0, 9, 20, 60, 121] {
@@ -298,17 +293,17 @@ mod tests {
 
     #[test]
     fn plan_spreads_shards_over_stripes() {
-        let layout = Layout::plan(6 << 20, 1000, 3, 5).unwrap();
+        let layout = Layout::plan(6 << 20, 3, 5).unwrap();
         assert_eq!(layout.shard_count(), 1536);
         assert_eq!(layout.stripes, 2);
         assert_eq!(layout.data_shards, 768);
         assert_eq!(layout.parity_shards, 39);
-        assert_eq!(layout.file_offset(999), 999);
-        assert_eq!(layout.file_offset(1000), 1000 + layout.hole_len);
+        assert_eq!(layout.section_start(), 6 << 20);
         assert_eq!(layout.data_shard(1, 767), Some(1535));
         assert_eq!(layout.data_shard(1, 768), None);
-        assert!(Layout::plan(100, 0, 0, 0).is_err());
-        assert!(Layout::plan(100, 0, 0, 101).is_err());
+        assert!(Layout::plan(100, 0, 0).is_err());
+        assert!(Layout::plan(100, 0, 101).is_err());
+        assert!(Layout::plan(0, 0, 5).is_err());
     }
 
     #[test]
@@ -325,6 +320,9 @@ mod tests {
         b[5] ^= 1; // page 0 now lost in both
         let got = decode_table([&a2, &b], 1200);
         assert!(got[..ENTRIES_PER_PAGE as usize].iter().all(Option::is_none));
-        assert_eq!(got[ENTRIES_PER_PAGE as usize], Some(sums[ENTRIES_PER_PAGE as usize]));
+        assert_eq!(
+            got[ENTRIES_PER_PAGE as usize],
+            Some(sums[ENTRIES_PER_PAGE as usize])
+        );
     }
 }

@@ -78,7 +78,8 @@ fn past_end() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end")
 }
 
-/// The protected bytes of a file with recovery data, as one run.
+/// The protected bytes of a file with recovery data: all before the
+/// recovery section.
 pub struct Protected<'a> {
     /// The whole file.
     pub file: &'a dyn ReadAt,
@@ -91,17 +92,10 @@ impl ReadAt for Protected<'_> {
         self.layout.protected_len()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        let hole = self.layout.hole_start;
-        let before = hole.saturating_sub(offset).min(buf.len() as u64) as usize;
-        let (head, tail) = buf.split_at_mut(before);
-        if !head.is_empty() {
-            self.file.read_at(offset, head)?;
+        if offset + buf.len() as u64 > self.size() {
+            return Err(past_end());
         }
-        if !tail.is_empty() {
-            let from = self.layout.file_offset(offset + before as u64);
-            self.file.read_at(from, tail)?;
-        }
-        Ok(())
+        self.file.read_at(offset, buf)
     }
 }
 

@@ -1,8 +1,7 @@
 //! Finding the recovery data of an image.
 
-use crate::layout::{Layout, DESCRIPTOR_SIZE, SECTION_HEADER_SIZE};
-use crate::{ReadAt, SECTION_TYPE};
-use hoard_format::section::{index_offset_hint, parse_section_index};
+use crate::layout::{Layout, DESCRIPTOR_SIZE, SECTION_HEADER_SIZE, TRAILER_SIZE};
+use crate::ReadAt;
 
 /// The layout whose descriptor is stored at `pos`, if one is, intact, and
 /// made for a file of this size.
@@ -12,29 +11,11 @@ fn descriptor_at(file: &dyn ReadAt, pos: u64) -> Option<Layout> {
     Layout::decode(&d).filter(|l| l.file_len == file.size() && l.descriptor_starts().contains(&pos))
 }
 
-/// Finds the layout through the section index of an image starting at
-/// `image_offset`: the entry for the recovery section, or the descriptor
-/// copy stored just before the index. Reads a few small pieces.
-pub(crate) fn through_index(file: &dyn ReadAt, image_offset: u64) -> Option<Layout> {
-    let len = file.size();
-    let mut tail = [0u8; 8];
-    file.read_at(len.checked_sub(8)?, &mut tail).ok()?;
-    let index_pos = image_offset.checked_add(index_offset_hint(&tail)?)?;
-    if let Some(layout) = index_pos
-        .checked_sub(DESCRIPTOR_SIZE)
-        .and_then(|p| descriptor_at(file, p))
-    {
-        return Some(layout);
-    }
-    let payload_len = len.checked_sub(index_pos)?.checked_sub(SECTION_HEADER_SIZE)?;
-    if payload_len > 64 << 20 {
-        return None;
-    }
-    let mut payload = vec![0u8; payload_len as usize];
-    file.read_at(index_pos + SECTION_HEADER_SIZE, &mut payload).ok()?;
-    let entries = parse_section_index(&payload).ok()?;
-    let entry = entries.iter().find(|e| e.kind == SECTION_TYPE)?;
-    at_section(file, image_offset.checked_add(entry.offset)?)
+/// The layout whose second descriptor copy ends the file (before the
+/// trailer): one small read.
+pub(crate) fn at_end(file: &dyn ReadAt) -> Option<Layout> {
+    let pos = file.size().checked_sub(TRAILER_SIZE + DESCRIPTOR_SIZE)?;
+    descriptor_at(file, pos)
 }
 
 /// The layout of the recovery section whose header is at `pos`.

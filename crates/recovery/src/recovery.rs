@@ -51,7 +51,9 @@ pub struct Damage {
 impl Damage {
     /// Whether nothing is damaged.
     pub fn is_empty(&self) -> bool {
-        self.data_shards.is_empty() && self.parity_shards.is_empty() && self.recovery_parts.is_empty()
+        self.data_shards.is_empty()
+            && self.parity_shards.is_empty()
+            && self.recovery_parts.is_empty()
     }
 
     /// Whether the recovery data can repair all of it.
@@ -69,10 +71,11 @@ impl Damage {
     pub fn lost_ranges(&self, layout: &Layout) -> Vec<Range<u64>> {
         shard_ranges(
             layout,
-            self.data_shards
-                .iter()
-                .copied()
-                .filter(|&j| self.lost_stripes.binary_search(&layout.stripe_of(j)).is_ok()),
+            self.data_shards.iter().copied().filter(|&j| {
+                self.lost_stripes
+                    .binary_search(&layout.stripe_of(j))
+                    .is_ok()
+            }),
         )
     }
 }
@@ -83,27 +86,17 @@ fn shard_ranges(layout: &Layout, shards: impl Iterator<Item = u64>) -> Vec<Range
     let protected: Vec<Range<u64>> = shards
         .map(|j| j * size..((j + 1) * size).min(layout.protected_len()))
         .collect();
-    file_ranges(layout, protected)
+    merged(protected)
 }
 
-/// Protected byte ranges as merged file ranges (split around the hole).
-fn file_ranges(layout: &Layout, mut protected: Vec<Range<u64>>) -> Vec<Range<u64>> {
-    protected.sort_unstable_by_key(|r| r.start);
+/// Byte ranges, sorted and merged.
+fn merged(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    ranges.sort_unstable_by_key(|r| r.start);
     let mut out: Vec<Range<u64>> = Vec::new();
-    for p in protected {
-        let pieces = if p.start < layout.hole_start && p.end > layout.hole_start {
-            vec![
-                p.start..layout.hole_start,
-                layout.file_offset(layout.hole_start)..layout.file_offset(p.end - 1) + 1,
-            ]
-        } else {
-            vec![layout.file_offset(p.start)..layout.file_offset(p.end - 1) + 1]
-        };
-        for r in pieces {
-            match out.last_mut() {
-                Some(last) if last.end >= r.start => last.end = last.end.max(r.end),
-                _ => out.push(r),
-            }
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if last.end >= r.start => last.end = last.end.max(r.end),
+            _ => out.push(r),
         }
     }
     out
@@ -113,7 +106,12 @@ fn file_ranges(layout: &Layout, mut protected: Vec<Range<u64>>) -> Vec<Range<u64
 fn differences(j: u64, raw: &[u8], good: &[u8], protected_len: u64) -> Vec<Range<u64>> {
     let base = j * raw.len() as u64;
     let mut out: Vec<Range<u64>> = Vec::new();
-    for (k, _) in raw.iter().zip(good).enumerate().filter(|(_, (a, b))| a != b) {
+    for (k, _) in raw
+        .iter()
+        .zip(good)
+        .enumerate()
+        .filter(|(_, (a, b))| a != b)
+    {
         let at = base + k as u64;
         if at >= protected_len {
             break;
@@ -132,10 +130,10 @@ fn differences(j: u64, raw: &[u8], good: &[u8], protected_len: u64) -> Vec<Range
 const MERGE_GAP: u64 = 64;
 
 impl Recovery {
-    /// The recovery data of an image starting at `image_offset`, found
-    /// cheaply through its section index; `None` without it.
-    pub fn find(file: &dyn ReadAt, image_offset: u64) -> Option<Self> {
-        Self::load(file, locate::through_index(file, image_offset)?)
+    /// The recovery data at the end of a file, found with one small
+    /// read; `None` without it (or when its last descriptor is damaged).
+    pub fn find(file: &dyn ReadAt) -> Option<Self> {
+        Self::load(file, locate::at_end(file)?)
     }
 
     /// The recovery data of the recovery section whose header is at `pos`.
@@ -217,8 +215,10 @@ impl Recovery {
         let byte_ranges = self.byte_ranges(file, &data_shards, &lost_stripes)?;
         Ok(Damage {
             byte_ranges,
-            unverifiable_shards: self.sums[..shards as usize].iter().filter(|s| s.is_none()).count()
-                as u64,
+            unverifiable_shards: self.sums[..shards as usize]
+                .iter()
+                .filter(|s| s.is_none())
+                .count() as u64,
             data_shards,
             parity_shards,
             lost_stripes,
@@ -258,7 +258,7 @@ impl Recovery {
                 }
             }
         }
-        Ok(file_ranges(l, ranges))
+        Ok(merged(ranges))
     }
 
     /// The recovery section's header, descriptors and table pages that
@@ -267,7 +267,7 @@ impl Recovery {
         let l = &self.layout;
         let mut parts = Vec::new();
         let mut header = [0u8; SECTION_HEADER_SIZE as usize];
-        file.read_at(l.hole_start, &mut header)?;
+        file.read_at(l.section_start(), &mut header)?;
         let mut expected = header;
         overlay_header(l, &mut expected, 0);
         let mut payload = vec![0u8; l.payload_len() as usize];
@@ -277,7 +277,10 @@ impl Recovery {
             .and_then(|h| section::verify_xxh3(&h, &header, &payload))
             .is_ok();
         if header != expected || !hashes_hold {
-            parts.push(format!("recovery section header at offset {}", l.hole_start));
+            parts.push(format!(
+                "recovery section header at offset {}",
+                l.section_start()
+            ));
         }
         for (n, start) in l.descriptor_starts().into_iter().enumerate() {
             let d = &payload[(start - l.payload_start()) as usize..][..DESCRIPTOR_SIZE as usize];
@@ -316,12 +319,16 @@ impl Recovery {
                 Some(j) => {
                     let shard = read_shard(&protected, l, j)?;
                     if self.sound(j, &shard) {
-                        decoder.add_original_shard(i as usize, &shard).map_err(rs_error)?;
+                        decoder
+                            .add_original_shard(i as usize, &shard)
+                            .map_err(rs_error)?;
                     } else {
                         missing.push((i, j));
                     }
                 }
-                None => decoder.add_original_shard(i as usize, &zeros).map_err(rs_error)?,
+                None => decoder
+                    .add_original_shard(i as usize, &zeros)
+                    .map_err(rs_error)?,
             }
         }
         if missing.is_empty() {
@@ -332,7 +339,9 @@ impl Recovery {
             let q = r as u64 * l.stripes as u64 + g as u64;
             let shard = self.read_parity(file, q)?;
             if self.sound(l.shard_count() + q, &shard) {
-                decoder.add_recovery_shard(r as usize, &shard).map_err(rs_error)?;
+                decoder
+                    .add_recovery_shard(r as usize, &shard)
+                    .map_err(rs_error)?;
                 parity += 1;
             }
         }
@@ -389,18 +398,13 @@ impl Recovery {
         let l = &self.layout;
         let end = offset + buf.len() as u64;
         overlay_header(l, buf, offset);
-        let hole_end = l.hole_start + l.hole_len;
         let mut repaired = Vec::new();
-        for part in [offset..end.min(l.hole_start), offset.max(hole_end)..end] {
-            if part.start >= part.end {
-                continue;
-            }
-            let p = if part.start < l.hole_start {
-                part.start
-            } else {
-                part.start - l.hole_len
-            };
-            let p_end = p + (part.end - part.start);
+        // The recovery section's own bytes (but for the fixed fields of its
+        // header, laid over above) are read as they are.
+        let part = offset..end.min(l.protected_len());
+        if part.start < part.end {
+            let p = part.start;
+            let p_end = part.end;
             let size = l.shard_size as u64;
             let protected = Protected { file, layout: l };
             for j in p / size..p_end.div_ceil(size) {
@@ -417,7 +421,7 @@ impl Recovery {
                     Err(why) => {
                         return Err(Error::BeyondRepair(format!(
                             "damaged beyond repair at offset {}: {why}",
-                            l.file_offset(j * size)
+                            j * size
                         )))
                     }
                 };
@@ -427,7 +431,7 @@ impl Recovery {
                 // The overlap of shard j with this part, in buf.
                 let from = (j * size).max(p);
                 let to = ((j + 1) * size).min(p_end);
-                let in_buf = (part.start + (from - p) - offset) as usize;
+                let in_buf = (from - offset) as usize;
                 let in_shard = (from - j * size) as usize;
                 let n = (to - from) as usize;
                 buf[in_buf..in_buf + n].copy_from_slice(&good[in_shard..in_shard + n]);
@@ -440,7 +444,12 @@ impl Recovery {
     /// every damaged stripe rebuilt, and the recovery section made anew
     /// from them (so its own damage is gone too). Refuses, writing
     /// nothing, when the damage is beyond repair.
-    pub fn write_repaired(&self, file: &dyn ReadAt, damage: &Damage, out: &mut dyn Write) -> Result<()> {
+    pub fn write_repaired(
+        &self,
+        file: &dyn ReadAt,
+        damage: &Damage,
+        out: &mut dyn Write,
+    ) -> Result<()> {
         let l = &self.layout;
         if !damage.repairable() {
             return Err(Error::BeyondRepair(format!(
@@ -450,7 +459,6 @@ impl Recovery {
             )));
         }
         let mut stripes: Vec<u32> = damage.data_shards.iter().map(|&j| l.stripe_of(j)).collect();
-        stripes.dedup();
         stripes.sort_unstable();
         stripes.dedup();
         let fixes: HashMap<u64, Vec<u8>> = stripes
@@ -476,9 +484,8 @@ impl Recovery {
                 "the repaired image does not match the stored checksums".into(),
             ));
         }
-        copy(&repaired, 0..l.hole_start, out)?;
+        copy(&repaired, 0..l.protected_len(), out)?;
         out.write_all(&section.bytes)?;
-        copy(&repaired, l.hole_start..l.protected_len(), out)?;
         Ok(())
     }
 }
@@ -537,7 +544,7 @@ fn overlay_header(l: &Layout, buf: &mut [u8], offset: u64) {
         if (8..48).contains(&k) {
             continue;
         }
-        let pos = l.hole_start + k as u64;
+        let pos = l.section_start() + k as u64;
         if pos >= offset && pos < offset + buf.len() as u64 {
             buf[(pos - offset) as usize] = b;
         }

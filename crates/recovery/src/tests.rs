@@ -2,9 +2,9 @@
 
 use crate::{build_section, Layout, Recovery};
 
-/// A file of `len` pseudo-random bytes with recovery data of `percent`%
-/// inserted at `hole_start`, and its original protected bytes.
-fn file_with_recovery(len: usize, hole_start: usize, percent: u32) -> Vec<u8> {
+/// A file of `len` pseudo-random bytes followed by recovery data of
+/// `percent`%.
+fn file_with_recovery(len: usize, percent: u32) -> Vec<u8> {
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     let protected: Vec<u8> = (0..len)
         .map(|_| {
@@ -14,11 +14,10 @@ fn file_with_recovery(len: usize, hole_start: usize, percent: u32) -> Vec<u8> {
             x as u8
         })
         .collect();
-    let layout = Layout::plan(len as u64, hole_start as u64, 7, percent).unwrap();
+    let layout = Layout::plan(len as u64, 7, percent).unwrap();
     let section = build_section(&layout, &protected).unwrap();
-    let mut file = protected[..hole_start].to_vec();
+    let mut file = protected;
     file.extend_from_slice(&section.bytes);
-    file.extend_from_slice(&protected[hole_start..]);
     assert_eq!(file.len() as u64, layout.file_len);
     file
 }
@@ -27,21 +26,22 @@ fn repaired(file: &[u8]) -> Vec<u8> {
     let rec = Recovery::search(&file.to_vec()).expect("recovery data found");
     let damage = rec.damage(&file.to_vec()).unwrap();
     let mut out = Vec::new();
-    rec.write_repaired(&file.to_vec(), &damage, &mut out).unwrap();
+    rec.write_repaired(&file.to_vec(), &damage, &mut out)
+        .unwrap();
     out
 }
 
 #[test]
 fn clean_file_has_no_damage_and_repairs_to_itself() {
-    let file = file_with_recovery(300_000, 100_000, 5);
-    let rec = Recovery::search(&file).unwrap();
+    let file = file_with_recovery(300_000, 5);
+    let rec = Recovery::find(&file).unwrap();
     assert!(rec.damage(&file).unwrap().is_empty());
     assert_eq!(repaired(&file), file);
 }
 
 #[test]
 fn scattered_bytes_and_a_burst_are_repaired() {
-    let original = file_with_recovery(3_000_000, 2_500_000, 5);
+    let original = file_with_recovery(3_000_000, 5);
     let mut file = original.clone();
     for k in 0..32u64 {
         let pos = (k * 2_654_435_761) % file.len() as u64;
@@ -49,7 +49,9 @@ fn scattered_bytes_and_a_burst_are_repaired() {
     }
     assert_eq!(repaired(&file), original);
     let mut file = original.clone();
-    file[1_000_000..1_100_000].iter_mut().for_each(|b| *b ^= 0xFF);
+    file[1_000_000..1_100_000]
+        .iter_mut()
+        .for_each(|b| *b ^= 0xFF);
     let rec = Recovery::search(&file).unwrap();
     let damage = rec.damage(&file).unwrap();
     assert!(damage.repairable());
@@ -63,7 +65,7 @@ fn scattered_bytes_and_a_burst_are_repaired() {
 
 #[test]
 fn damage_beyond_the_budget_is_refused() {
-    let original = file_with_recovery(3_000_000, 2_500_000, 5);
+    let original = file_with_recovery(3_000_000, 5);
     let mut file = original.clone();
     file[500_000..800_000].fill(0);
     let rec = Recovery::search(&file).unwrap();
@@ -79,13 +81,18 @@ fn damage_beyond_the_budget_is_refused() {
 
 #[test]
 fn damaged_recovery_section_is_rebuilt() {
-    let original = file_with_recovery(1_000_000, 400_000, 5);
+    let original = file_with_recovery(1_000_000, 5);
     let mut file = original.clone();
     // Its header, first descriptor and a page of the first table.
-    file[400_000..400_000 + 200].fill(0xFF);
+    file[1_000_000..1_000_000 + 200].fill(0xFF);
     let rec = Recovery::search(&file).unwrap();
     let damage = rec.damage(&file).unwrap();
     assert!(damage.data_shards.is_empty());
-    assert_eq!(damage.recovery_parts.len(), 3, "{:?}", damage.recovery_parts);
+    assert_eq!(
+        damage.recovery_parts.len(),
+        3,
+        "{:?}",
+        damage.recovery_parts
+    );
     assert_eq!(repaired(&file), original);
 }

@@ -1,12 +1,12 @@
 //! The image file: an optional header prefix, then sections, each numbered
-//! and hashed, then (optionally) the recovery data and the section index.
-//! It is written to a temporary file beside the target and renamed into
-//! place only when complete, so an interrupted or failed build leaves
-//! nothing behind.
+//! and hashed, then the section index, then (optionally) the recovery
+//! data, which covers every byte before it. It is written to a temporary
+//! file beside the target and renamed into place only when complete, so an
+//! interrupted or failed build leaves nothing behind.
 
 use crate::{Error, Result};
 use hoard_format::section::{
-    self, encode_header_v2, encode_index_entry, Compression, IndexEntry, SectionType,
+    encode_header_v2, encode_index_entry, Compression, IndexEntry, SectionType,
 };
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -87,17 +87,24 @@ impl ImageFile {
         Ok(())
     }
 
-    /// Appends recovery data of `recovery` percent, if asked, and the
-    /// section index (unless `with_index` is false), flushes, and renames
+    /// Appends the section index (unless `with_index` is false) and then
+    /// recovery data of `recovery` percent, if asked, flushes, and renames
     /// the file into place. Returns the image size.
     pub fn finish(mut self, with_index: bool, recovery: Option<u32>) -> Result<u64> {
-        match recovery {
-            Some(percent) => self.recovery_and_index(with_index, percent)?,
-            None if with_index => {
-                let payload = self.index_payload(None);
-                self.section(SectionType::SECTION_INDEX, Compression::NONE, &payload)?;
-            }
-            None => {}
+        if with_index {
+            let mut entries = self.index.clone();
+            entries.push(IndexEntry {
+                kind: SectionType::SECTION_INDEX,
+                offset: self.position,
+            });
+            let payload: Vec<u8> = entries
+                .iter()
+                .flat_map(|e| encode_index_entry(*e).to_le_bytes())
+                .collect();
+            self.section(SectionType::SECTION_INDEX, Compression::NONE, &payload)?;
+        }
+        if let Some(percent) = recovery {
+            self.recovery(percent)?;
         }
         let target = self.target.clone();
         let tmp = self
@@ -134,102 +141,24 @@ impl ImageFile {
         Ok(size)
     }
 
-    /// The section index's payload for the sections written so far, plus
-    /// a recovery section of `recovery` bytes if given, plus itself.
-    fn index_payload(&self, recovery: Option<u64>) -> Vec<u8> {
-        let mut entries = self.index.clone();
-        let mut position = self.position;
-        if let Some(len) = recovery {
-            entries.push(IndexEntry {
-                kind: hoard_recovery::SECTION_TYPE,
-                offset: position,
-            });
-            position += len;
-        }
-        entries.push(IndexEntry {
-            kind: SectionType::SECTION_INDEX,
-            offset: position,
-        });
-        entries
-            .iter()
-            .flat_map(|e| encode_index_entry(*e).to_le_bytes())
-            .collect()
-    }
-
-    /// Appends the recovery section, covering every byte of the file
-    /// (the index after it included), then the index if `with_index`.
-    fn recovery_and_index(&mut self, with_index: bool, percent: u32) -> Result<()> {
+    /// Appends the recovery section, covering every byte written so far
+    /// (see the hoard-recovery crate for its layout).
+    fn recovery(&mut self, percent: u32) -> Result<()> {
         let io = |e| Error::io(&self.target, e);
         self.out.flush().map_err(io)?;
-        let hole_start = self.prefix + self.position;
         let number = u32::try_from(self.index.len())
             .map_err(|_| Error::Input("too many sections".into()))?;
-        // The index's size does not depend on the recovery section's.
-        let index_len = with_index.then(|| {
-            (section::V2_HEADER_SIZE + 8 * (self.index.len() + 2)) as u64
-        });
-        let protected_len = hole_start + index_len.unwrap_or(0);
-        let layout = hoard_recovery::Layout::plan(protected_len, hole_start, number, percent)
+        let layout = hoard_recovery::Layout::plan(self.prefix + self.position, number, percent)
             .map_err(|e| Error::Input(e.to_string()))?;
-        let index = with_index.then(|| {
-            let payload = self.index_payload(Some(layout.hole_len));
-            let header = encode_header_v2(
-                number + 1,
-                SectionType::SECTION_INDEX,
-                Compression::NONE,
-                &payload,
-            );
-            [header.as_slice(), &payload].concat()
-        });
-        let written = Written {
-            head: self.out.get_ref().as_file(),
-            head_len: hole_start,
-            tail: index.as_deref().unwrap_or_default(),
-        };
-        let built = hoard_recovery::build_section(&layout, &written).map_err(|e| match e {
-            hoard_recovery::Error::Io(e) => Error::io(&self.target, e),
-            e => Error::Input(e.to_string()),
-        })?;
-        self.index.push(IndexEntry {
-            kind: hoard_recovery::SECTION_TYPE,
-            offset: self.position,
-        });
+        let built =
+            hoard_recovery::build_section(&layout, self.out.get_ref().as_file()).map_err(|e| {
+                match e {
+                    hoard_recovery::Error::Io(e) => Error::io(&self.target, e),
+                    e => Error::Input(e.to_string()),
+                }
+            })?;
         self.out.write_all(&built.bytes).map_err(io)?;
         self.position += built.bytes.len() as u64;
-        if let Some(index) = index {
-            self.out.write_all(&index).map_err(io)?;
-            self.position += index.len() as u64;
-        }
-        Ok(())
-    }
-}
-
-/// The bytes a recovery section protects while the image is written: the
-/// file so far, then the section index still to come.
-struct Written<'a> {
-    head: &'a std::fs::File,
-    head_len: u64,
-    tail: &'a [u8],
-}
-
-impl hoard_recovery::ReadAt for Written<'_> {
-    fn size(&self) -> u64 {
-        self.head_len + self.tail.len() as u64
-    }
-
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        let before = self.head_len.saturating_sub(offset).min(buf.len() as u64) as usize;
-        let (head, tail) = buf.split_at_mut(before);
-        self.head.read_exact_at(head, offset)?;
-        if !tail.is_empty() {
-            let from = (offset + before as u64 - self.head_len) as usize;
-            let src = self
-                .tail
-                .get(from..from + tail.len())
-                .ok_or(std::io::ErrorKind::UnexpectedEof)?;
-            tail.copy_from_slice(src);
-        }
         Ok(())
     }
 }

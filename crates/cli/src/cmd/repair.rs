@@ -28,11 +28,7 @@ pub fn run(args: &RepairArgs) -> Result<u8> {
         damaged_shards: damage.data_shards.len(),
         damaged_parity_shards: damage.parity_shards.len(),
         damaged_recovery_parts: damage.recovery_parts.clone(),
-        damaged: damage
-            .ranges()
-            .iter()
-            .map(|r| [r.start, r.end])
-            .collect(),
+        damaged: damage.ranges().iter().map(|r| [r.start, r.end]).collect(),
         written: repair.written,
     };
     if args.json {
