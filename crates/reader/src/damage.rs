@@ -97,12 +97,9 @@ pub fn damage_report(
     let layout = recovery.layout();
     let damaged = damage.ranges();
     let lost = damage.lost_ranges(layout);
-    let (sections, damaged_blocks) = touched(image, &damaged);
-    let (_, lost_blocks) = touched(image, &lost);
-    let metadata_lost = touched(image, &lost)
-        .0
-        .iter()
-        .any(|s| !s.starts_with("BLOCK"));
+    let (sections, damaged_blocks) = touched(image, damaged);
+    let (lost_sections, lost_blocks) = touched(image, &lost);
+    let metadata_lost = lost_sections.iter().any(|s| !s.starts_with("BLOCK"));
     let (affected_files, lost_files) = match fs {
         Some(fs) => (
             files_in(fs, &damaged_blocks),
