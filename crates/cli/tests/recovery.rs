@@ -166,6 +166,15 @@ fn repairable_cases(fx: &Fixture) -> Vec<(&'static str, PathBuf)> {
             "metadata",
             damaged(fx, "metadata", |b| flip(b, meta.0..meta.1)),
         ),
+        (
+            // The last descriptor too: the recovery data is then found
+            // through its section.
+            "metadata-and-end",
+            damaged(fx, "metadata-and-end", |b| {
+                flip(b, meta.0..meta.1);
+                flip(b, len - 200..len);
+            }),
+        ),
     ]
 }
 
