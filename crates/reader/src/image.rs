@@ -51,6 +51,10 @@ pub struct Section {
     pub header: SectionHeader,
     /// Absolute file offset of its header.
     pub offset: u64,
+    /// Why its payload cannot be read: set for a BLOCK whose header is
+    /// damaged but whose place the (sound) section index gives, so the
+    /// rest of the image stays readable.
+    pub damaged: Option<String>,
 }
 
 impl Section {
@@ -257,6 +261,7 @@ impl Image {
         let section = Section {
             header,
             offset: pos,
+            damaged: None,
         };
         let end = section.payload_offset().checked_add(section.header.length);
         if end.is_none_or(|e| e > self.source.len()) {
@@ -303,17 +308,26 @@ impl Image {
         }
         let mut sections = Vec::with_capacity(entries.len());
         for (i, entry) in entries.iter().enumerate() {
-            let section = self.section_at(self.offset + entry.offset)?;
+            let pos = self.offset + entry.offset;
             let next = entries.get(i + 1).map_or(end, |n| self.offset + n.offset);
-            if section.header.kind != entry.kind
-                || section.end() != next
-                || section.header.number != Some(i as u32)
-            {
-                return Err(corrupt!(
-                    "section index entry {i} does not match the section at offset {}",
-                    section.offset
-                ));
-            }
+            let section = match self.section_at(pos) {
+                Ok(s)
+                    if s.header.kind == entry.kind
+                        && s.end() == next
+                        && s.header.number == Some(i as u32) =>
+                {
+                    s
+                }
+                Ok(_) | Err(_) if entry.kind == SectionType::BLOCK => {
+                    self.damaged_block(i as u32, pos, next)?
+                }
+                Ok(_) => {
+                    return Err(corrupt!(
+                        "section index entry {i} does not match the section at offset {pos}"
+                    ))
+                }
+                Err(e) => return Err(e),
+            };
             sections.push(section);
         }
         if end != self.source.len() {
@@ -330,6 +344,32 @@ impl Image {
             sections.push(section);
         }
         Ok(Some(sections))
+    }
+
+    /// A stand-in for BLOCK section `number` at `pos`, whose header is
+    /// damaged: the section index gives its place and size, and reading
+    /// it fails, but the rest of the image can be read.
+    fn damaged_block(&self, number: u32, pos: u64, next: u64) -> Result<Section> {
+        let length = next
+            .checked_sub(pos)
+            .and_then(|n| n.checked_sub(V2_HEADER_SIZE as u64))
+            .filter(|_| self.version.layout() == HeaderLayout::V2)
+            .ok_or_else(|| corrupt!("section index entry {number} is too short for a section"))?;
+        Ok(Section {
+            header: SectionHeader {
+                version: self.version,
+                number: Some(number),
+                kind: SectionType::BLOCK,
+                compression: Compression::NONE,
+                length,
+                sha512_256: None,
+                xxh3_64: None,
+            },
+            offset: pos,
+            damaged: Some(format!(
+                "BLOCK section {number} at offset {pos}: its header is damaged"
+            )),
+        })
     }
 
     /// Where the section index ends: before the recovery data, if any.
@@ -372,6 +412,9 @@ impl Image {
 
     /// The raw payload of a section, without any check.
     pub fn raw_payload(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
+        if let Some(why) = &section.damaged {
+            return Err(corrupt!("{why}"));
+        }
         self.source
             .read(section.payload_offset(), section.header.length)
     }
