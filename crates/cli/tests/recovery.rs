@@ -324,6 +324,11 @@ fn rewrite_adds_and_drops_recovery_data() {
     );
     let (code, report) = check(&with);
     assert_eq!((code, &report["recovery"]["percent"]), (0, &Value::from(8)));
+    for (image, percent) in [(&with, Value::from(8)), (&plain, Value::Null)] {
+        let info = run(&["info", "--json", image.to_str().unwrap()]);
+        let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+        assert_eq!(info["recovery_percent"], percent, "{}", image.display());
+    }
     let plain_len = std::fs::metadata(&plain).unwrap().len() as f64;
     let with_len = std::fs::metadata(&with).unwrap().len() as f64;
     let overhead = with_len / plain_len - 1.0;
