@@ -20,6 +20,9 @@ pub struct DamageReport {
     /// Damaged parts of the recovery section's header, descriptors and
     /// checksum tables.
     pub damaged_recovery_parts: Vec<String>,
+    /// Data shards (4 KiB) whose checksums are lost in both copies of the
+    /// table, so their damage cannot be told (they are taken as sound).
+    pub unverifiable_shards: u64,
     /// Whether `hoard repair` can restore the original bytes.
     pub repairable: bool,
     /// The sections the damage touches, e.g. `BLOCK 3`, `METADATA_V2`.
@@ -57,6 +60,12 @@ impl DamageReport {
                 .iter()
                 .map(|p| format!("damaged {p}")),
         );
+        if self.unverifiable_shards > 0 {
+            out.push(format!(
+                "{} shards cannot be verified: their checksums are lost",
+                self.unverifiable_shards
+            ));
+        }
         if !self.sections.is_empty() {
             out.push(format!("damaged sections: {}", self.sections.join(", ")));
         }
@@ -119,6 +128,7 @@ pub fn damage_report(
         lost: lost.iter().map(pair).collect(),
         damaged_parity_shards: damage.parity_shards.len(),
         damaged_recovery_parts: damage.recovery_parts.clone(),
+        unverifiable_shards: damage.unverifiable_shards,
         repairable: damage.repairable(),
         sections,
         affected_files,
@@ -187,6 +197,7 @@ pub fn report_for_file(file: &crate::source::Source) -> Option<Result<DamageRepo
         damaged: damage.ranges().iter().map(pair).collect(),
         damaged_parity_shards: damage.parity_shards.len(),
         damaged_recovery_parts: damage.recovery_parts.clone(),
+        unverifiable_shards: damage.unverifiable_shards,
         repairable: damage.repairable(),
         lost_files: if lost.is_empty() {
             Vec::new()

@@ -42,10 +42,8 @@ pub struct Damage {
     /// Data shards whose checksum is lost in both table copies, so their
     /// state is unknown (they are taken as sound).
     pub unverifiable_shards: u64,
-    /// File byte ranges of the damaged protected bytes, merged: exact
-    /// where the stripe can be repaired (the bytes that differ from the
-    /// repair), whole shards where it cannot.
-    pub byte_ranges: Vec<Range<u64>>,
+    /// See [`Damage::ranges`].
+    byte_ranges: Vec<Range<u64>>,
 }
 
 impl Damage {
@@ -61,7 +59,9 @@ impl Damage {
         self.lost_stripes.is_empty()
     }
 
-    /// File byte ranges of the damaged protected bytes, merged.
+    /// File byte ranges of the damaged protected bytes, merged: exact
+    /// where the stripe can be repaired (the bytes that differ from the
+    /// repair), whole shards where it cannot.
     pub fn ranges(&self) -> &[Range<u64>] {
         &self.byte_ranges
     }
