@@ -6,7 +6,9 @@
 //! `extract` and a mount read every file correctly meanwhile. Damage
 //! beyond the budget is reported with the lost files, and `repair`
 //! refuses it without touching the image. DwarFS 0.15.3 and the `dwarfs`
-//! crate read images with recovery data.
+//! crate read images with recovery data. Without recovery data, `check
+//! --full` names the files damage takes and `extract --continue-on-error`
+//! saves the others.
 
 mod common;
 
@@ -438,4 +440,61 @@ fn dwarfs_reads_images_with_recovery_data() {
     ok(&out, "dwarfs mount");
     let _guard = MountGuard(&mnt, "fusermount3");
     assert_same_files(&fx.tree, &mnt, "dwarfs mount");
+}
+
+#[test]
+fn without_recovery_data_a_full_check_names_the_lost_files_and_extract_saves_the_rest() {
+    let fx = fixture();
+    let plain = fx.dir.path().join("plain.dwarfs");
+    let img = fx.image.to_str().unwrap();
+    ok(
+        &run(&[
+            "rewrite",
+            img,
+            "-o",
+            plain.to_str().unwrap(),
+            "--no-progress",
+        ]),
+        "rewrite",
+    );
+    let block = section(&plain, "BLOCK", 3);
+    let mut bytes = std::fs::read(&plain).unwrap();
+    flip(&mut bytes, block.0 + 1000..block.0 + 2000);
+    std::fs::write(&plain, bytes).unwrap();
+    let fs = hoard_reader::Filesystem::open(&fx.image, &Default::default()).unwrap();
+    let in_block: Vec<String> = (0..FILES)
+        .map(|i| format!("data/f{i}.bin"))
+        .filter(|rel| {
+            let ino = fs.lookup_path(rel).unwrap();
+            fs.extents(ino)
+                .unwrap()
+                .iter()
+                .any(|e| matches!(e, hoard_reader::Extent::Data { block, .. } if *block == 3))
+        })
+        .collect();
+    assert!(!in_block.is_empty());
+    let out = run(&["check", "--full", plain.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for i in 0..FILES {
+        let rel = format!("data/f{i}.bin");
+        let named = err.contains(&format!("cannot read '{rel}'"));
+        assert_eq!(named, in_block.contains(&rel), "{rel}: {err}");
+    }
+    let x = fx.dir.path().join("saved");
+    let out = run(&[
+        "extract",
+        plain.to_str().unwrap(),
+        "-o",
+        x.to_str().unwrap(),
+        "--continue-on-error",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    for i in 0..FILES {
+        let rel = format!("data/f{i}.bin");
+        if !in_block.contains(&rel) {
+            let got = std::fs::read(x.join(&rel)).unwrap();
+            assert!(got == std::fs::read(fx.tree.join(&rel)).unwrap(), "{rel}");
+        }
+    }
 }

@@ -4,7 +4,7 @@
 //! metadata: it decodes in full and its tables agree, a sound directory tree (valid, sorted, unique names; each
 //! directory entered once with the right parent), every inode reachable,
 //! every chunk inside its block. A full check also decompresses every block
-//! and reads every file. An image with recovery data is read through it,
+//! and reads every file, naming each file that cannot be read. An image with recovery data is read through it,
 //! and the damage it finds is reported (see [`crate::damage`]). Problems
 //! are collected as one-line messages.
 
@@ -110,11 +110,14 @@ pub fn add_file_damage(report: &mut Report, file: &crate::source::Source) {
 pub fn check_filesystem(fs: &Filesystem, full: bool) -> Report {
     let mut report = Report::default();
     check_sections(fs.image(), &mut report);
+    let before = report.problems.len();
     match fs.validate() {
         Ok(()) => check_metadata(fs, &mut report),
         Err(e) => report.problems.push(e.to_string()),
     }
-    if full && report.problems.is_empty() {
+    // Damaged blocks do not stop the data check: it names the files
+    // they take with them.
+    if full && report.problems.len() == before {
         check_data(fs, &mut report);
     }
     report.blocks = fs.blocks().len();
@@ -187,9 +190,18 @@ fn check_data(fs: &Filesystem, report: &mut Report) {
             return;
         }
     };
+    let paths: HashMap<u32, Vec<u8>> = walk::walk(fs, fs.root(), b"")
+        .map(|nodes| nodes.into_iter().map(|n| (n.ino, n.path)).collect())
+        .unwrap_or_default();
     let problems: Vec<String> = files
         .par_iter()
-        .filter_map(|&ino| fs.read_all(ino, |_| Ok(())).err().map(|e| e.to_string()))
+        .filter_map(|&ino| {
+            let e = fs.read_all(ino, |_| Ok(())).err()?;
+            Some(match paths.get(&ino) {
+                Some(path) => format!("cannot read '{}': {e}", String::from_utf8_lossy(path)),
+                None => e.to_string(),
+            })
+        })
         .collect();
     report.problems.extend(problems);
 }
