@@ -128,8 +128,9 @@ impl Image {
         }
     }
 
-    /// This image read through its recovery section, when it has one that
-    /// was not found through the section index (listed again then).
+    /// This image read through its recovery section, when it lists one
+    /// whose descriptor at the end of the file is damaged (the image is
+    /// listed again then, through it).
     fn through_listed_recovery(self, offset: ImageOffset, size: Option<u64>) -> Result<Self> {
         if self.source.recovery().is_some() {
             return Ok(self);
