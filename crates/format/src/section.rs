@@ -411,7 +411,8 @@ pub fn index_offset_hint(image: &[u8]) -> Option<u64> {
 /// (fewer at its end). A candidate is a `DWARFS` magic with major version 2
 /// whose first section is followed by a second plausible section header: for
 /// v2.2+ section 0 followed by section 1; for v2.0/v2.1 a block or schema
-/// section followed by a section of a type that may come next.
+/// section followed by a section of a type that may come next. Failing
+/// that, a file that starts with section 0 (v2.2+) starts the image.
 pub fn find_image_offset(
     file_len: u64,
     read_at: &mut dyn FnMut(u64, usize) -> Vec<u8>,
@@ -421,7 +422,7 @@ pub fn find_image_offset(
     while window_start < file_len {
         let window = read_at(window_start, WINDOW + 6);
         if window.len() < 7 {
-            return None;
+            break;
         }
         for (rel, w) in window.windows(7).enumerate() {
             if w[..6] == *MAGIC && w[6] == MAJOR_VERSION {
@@ -433,7 +434,12 @@ pub fn find_image_offset(
         }
         window_start += (window.len() - 6) as u64;
     }
-    None
+    // An image at the start of the file whose second header is damaged:
+    // what DwarFS reads without an offset, so its blocks stay readable.
+    let first = read_at(0, V2_HEADER_SIZE);
+    let starts_image = parse_version(&first).is_ok_and(|v| v.layout() == HeaderLayout::V2)
+        && parse_header_v2(&first).is_ok_and(|h| h.number == Some(0));
+    starts_image.then_some(0)
 }
 
 /// [`find_image_offset`] over a file held in memory.
