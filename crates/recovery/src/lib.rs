@@ -1,5 +1,7 @@
-//! Reed-Solomon recovery data for DwarFS images: one extra section that
-//! lets an image survive damage anywhere in it, its own bytes included.
+//! Reed-Solomon recovery data for DwarFS images: one extra section,
+//! appended after the section index, that lets an image survive damage
+//! anywhere before it (damage to the section itself is found and rebuilt
+//! from the repaired image, of which it is a function).
 //!
 //! * [`layout`] — shards, stripes and where each part of the recovery
 //!   data lives (the design is described there and in the README).
@@ -80,11 +82,11 @@ fn past_end() -> std::io::Error {
 
 /// The protected bytes of a file with recovery data: all before the
 /// recovery section.
-pub struct Protected<'a> {
+pub(crate) struct Protected<'a> {
     /// The whole file.
-    pub file: &'a dyn ReadAt,
+    pub(crate) file: &'a dyn ReadAt,
     /// Its recovery layout.
-    pub layout: &'a Layout,
+    pub(crate) layout: &'a Layout,
 }
 
 impl ReadAt for Protected<'_> {
