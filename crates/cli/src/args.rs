@@ -47,6 +47,8 @@ pub enum Command {
     Rewrite(crate::cmd::create_args::RewriteArgs),
     /// Verify an image: section hashes and metadata consistency.
     Check(CheckArgs),
+    /// Repair a damaged image from its recovery data (`create --recovery`).
+    Repair(RepairArgs),
     /// List the entries of an image.
     Ls(LsArgs),
     /// Write the contents of files in an image to standard output.
@@ -148,6 +150,20 @@ pub struct CheckArgs {
     /// Worker threads (default: one per core).
     #[arg(short = 'n', long = "num-workers")]
     pub workers: Option<usize>,
+}
+
+/// `hoard repair`.
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// The damaged image.
+    pub image: PathBuf,
+    /// Write the repaired image here instead of replacing IMAGE (which is
+    /// replaced only after the repaired copy is written and verified).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long, short = 'j')]
+    pub json: bool,
 }
 
 /// Hash functions for `--checksum`.

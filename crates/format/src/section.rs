@@ -43,6 +43,9 @@ impl SectionType {
     pub const SECTION_INDEX: Self = Self(9);
     /// History of the tools that wrote or rewrote the image.
     pub const HISTORY: Self = Self(10);
+    /// hoard's Reed-Solomon recovery data (see the hoard-recovery crate).
+    /// DwarFS skips section types it does not know, with a warning.
+    pub const HOARD_RECOVERY: Self = Self(0x4852);
 
     /// The name DwarFS uses for this type, or `unknown(N)`.
     pub fn name(self) -> String {
@@ -52,13 +55,14 @@ impl SectionType {
             Self::METADATA_V2 => "METADATA_V2".into(),
             Self::SECTION_INDEX => "SECTION_INDEX".into(),
             Self::HISTORY => "HISTORY".into(),
+            Self::HOARD_RECOVERY => "HOARD_RECOVERY".into(),
             Self(n) => format!("unknown({n})"),
         }
     }
 
     /// Whether this build knows what the section means.
     pub fn is_known(self) -> bool {
-        matches!(self.0, 0 | 7..=10)
+        matches!(self.0, 0 | 7..=10 | 0x4852)
     }
 }
 
@@ -407,7 +411,8 @@ pub fn index_offset_hint(image: &[u8]) -> Option<u64> {
 /// (fewer at its end). A candidate is a `DWARFS` magic with major version 2
 /// whose first section is followed by a second plausible section header: for
 /// v2.2+ section 0 followed by section 1; for v2.0/v2.1 a block or schema
-/// section followed by a section of a type that may come next.
+/// section followed by a section of a type that may come next. Failing
+/// that, a file that starts with section 0 (v2.2+) starts the image.
 pub fn find_image_offset(
     file_len: u64,
     read_at: &mut dyn FnMut(u64, usize) -> Vec<u8>,
@@ -417,7 +422,7 @@ pub fn find_image_offset(
     while window_start < file_len {
         let window = read_at(window_start, WINDOW + 6);
         if window.len() < 7 {
-            return None;
+            break;
         }
         for (rel, w) in window.windows(7).enumerate() {
             if w[..6] == *MAGIC && w[6] == MAJOR_VERSION {
@@ -429,7 +434,12 @@ pub fn find_image_offset(
         }
         window_start += (window.len() - 6) as u64;
     }
-    None
+    // An image at the start of the file whose second header is damaged:
+    // what DwarFS reads without an offset, so its blocks stay readable.
+    let first = read_at(0, V2_HEADER_SIZE);
+    let starts_image = parse_version(&first).is_ok_and(|v| v.layout() == HeaderLayout::V2)
+        && parse_header_v2(&first).is_ok_and(|h| h.number == Some(0));
+    starts_image.then_some(0)
 }
 
 /// [`find_image_offset`] over a file held in memory.

@@ -4,8 +4,11 @@
 //! metadata: it decodes in full and its tables agree, a sound directory tree (valid, sorted, unique names; each
 //! directory entered once with the right parent), every inode reachable,
 //! every chunk inside its block. A full check also decompresses every block
-//! and reads every file. Problems are collected as one-line messages.
+//! and reads every file, naming each file that cannot be read. An image with recovery data is read through it,
+//! and the damage it finds is reported (see [`crate::damage`]). Problems
+//! are collected as one-line messages.
 
+use crate::damage::{damage_report, DamageReport};
 use crate::walk;
 use crate::{FileKind, Filesystem, Image, Result};
 use rayon::prelude::*;
@@ -22,6 +25,24 @@ pub struct Report {
     pub inodes: usize,
     /// One line per problem; empty when the image is sound.
     pub problems: Vec<String>,
+    /// For an image with recovery data: its damage, and whether it can
+    /// be repaired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<DamageReport>,
+}
+
+/// Adds what the recovery data of `image` says about its damage.
+fn add_damage(report: &mut Report, image: &Image, fs: Option<&Filesystem>) {
+    match damage_report(image, fs) {
+        Some(Ok(damage)) => {
+            if !damage.is_clean() {
+                report.problems.extend(damage.problems());
+            }
+            report.recovery = Some(damage);
+        }
+        Some(Err(e)) => report.problems.push(e),
+        None => {}
+    }
 }
 
 /// Checks the sections of an image whose metadata may not load.
@@ -50,13 +71,18 @@ pub fn check_sections(image: &Image, report: &mut Report) {
 /// called a second time). `full` also reads all data.
 pub fn check_image(open: impl Fn() -> Result<Image>, cache_size: usize, full: bool) -> Report {
     let error = match open().and_then(|image| Filesystem::from_image(image, cache_size)) {
-        Ok(fs) => return check_filesystem(&fs, full),
+        Ok(fs) => {
+            let mut report = check_filesystem(&fs, full);
+            add_damage(&mut report, fs.image(), Some(&fs));
+            return report;
+        }
         Err(e) => e,
     };
     // The sections are checked too, since their damage is usually the cause.
     let mut report = Report::default();
     if let Ok(image) = open() {
         check_sections(&image, &mut report);
+        add_damage(&mut report, &image, None);
     }
     if report.problems.is_empty() {
         report.problems.push(error.to_string());
@@ -64,15 +90,34 @@ pub fn check_image(open: impl Fn() -> Result<Image>, cache_size: usize, full: bo
     report
 }
 
+/// Adds the damage report of a file whose image did not open, from its
+/// recovery data alone (see [`crate::damage::report_for_file`]).
+pub fn add_file_damage(report: &mut Report, file: &crate::source::Source) {
+    if report.recovery.is_some() {
+        return;
+    }
+    match crate::damage::report_for_file(file) {
+        Some(Ok(damage)) => {
+            report.problems.extend(damage.problems());
+            report.recovery = Some(damage);
+        }
+        Some(Err(e)) => report.problems.push(e),
+        None => {}
+    }
+}
+
 /// Checks an opened file system; `full` also reads all data.
 pub fn check_filesystem(fs: &Filesystem, full: bool) -> Report {
     let mut report = Report::default();
     check_sections(fs.image(), &mut report);
+    let before = report.problems.len();
     match fs.validate() {
         Ok(()) => check_metadata(fs, &mut report),
         Err(e) => report.problems.push(e.to_string()),
     }
-    if full && report.problems.is_empty() {
+    // Damaged blocks do not stop the data check: it names the files
+    // they take with them.
+    if full && report.problems.len() == before {
         check_data(fs, &mut report);
     }
     report.blocks = fs.blocks().len();
@@ -145,9 +190,18 @@ fn check_data(fs: &Filesystem, report: &mut Report) {
             return;
         }
     };
+    let paths: HashMap<u32, Vec<u8>> = walk::walk(fs, fs.root(), b"")
+        .map(|nodes| nodes.into_iter().map(|n| (n.ino, n.path)).collect())
+        .unwrap_or_default();
     let problems: Vec<String> = files
         .par_iter()
-        .filter_map(|&ino| fs.read_all(ino, |_| Ok(())).err().map(|e| e.to_string()))
+        .filter_map(|&ino| {
+            let e = fs.read_all(ino, |_| Ok(())).err()?;
+            Some(match paths.get(&ino) {
+                Some(path) => format!("cannot read '{}': {e}", String::from_utf8_lossy(path)),
+                None => e.to_string(),
+            })
+        })
         .collect();
     report.problems.extend(problems);
 }

@@ -51,6 +51,10 @@ pub struct Section {
     pub header: SectionHeader,
     /// Absolute file offset of its header.
     pub offset: u64,
+    /// Why its payload cannot be read: set for a BLOCK whose header is
+    /// damaged but whose place the (sound) section index gives, so the
+    /// rest of the image stays readable.
+    pub damaged: Option<String>,
 }
 
 impl Section {
@@ -101,33 +105,91 @@ impl Image {
     }
 
     /// Lists the sections of an image of `size` bytes (or up to the end)
-    /// held by `source`.
+    /// held by `source`. An image with recovery data is read through it,
+    /// so damage it covers is repaired on the fly; when an image is too
+    /// damaged to list, the whole file is searched for recovery data.
     pub fn from_source_sized(
         source: Source,
         offset: ImageOffset,
         size: Option<u64>,
     ) -> Result<Self> {
+        let (error, source) = match Self::list(source, offset, size) {
+            Ok(image) => return image.through_listed_recovery(offset, size),
+            Err(failure) => failure,
+        };
+        if source.recovery().is_some() {
+            return Err(error);
+        }
+        match hoard_recovery::Recovery::search(&source) {
+            Some(recovery) => {
+                Self::list(source.recovering(recovery), offset, size).map_err(|(e, _)| e)
+            }
+            None => Err(error),
+        }
+    }
+
+    /// This image read through its recovery section, when it lists one
+    /// whose descriptor at the end of the file is damaged (the image is
+    /// listed again then, through it).
+    fn through_listed_recovery(self, offset: ImageOffset, size: Option<u64>) -> Result<Self> {
+        if self.source.recovery().is_some() {
+            return Ok(self);
+        }
+        let Some(section) = self.find(hoard_recovery::SECTION_TYPE) else {
+            return Ok(self);
+        };
+        match hoard_recovery::Recovery::at_section(&self.source, section.offset) {
+            Some(recovery) => {
+                Self::list(self.source.recovering(recovery), offset, size).map_err(|(e, _)| e)
+            }
+            None => Ok(self),
+        }
+    }
+
+    /// Finds the image and lists its sections; on failure, hands the
+    /// source back with the error.
+    fn list(
+        source: Source,
+        offset: ImageOffset,
+        size: Option<u64>,
+    ) -> std::result::Result<Self, (Error, Source)> {
         let offset = match offset {
             ImageOffset::At(o) => o,
-            ImageOffset::Auto => section::find_image_offset(source.len(), &mut |off, len| {
-                source
-                    .read_upto(off, len as u64)
-                    .map(Cow::into_owned)
-                    .unwrap_or_default()
-            })
-            .ok_or_else(|| corrupt!("no DwarFS image found in file"))?,
+            ImageOffset::Auto => {
+                match section::find_image_offset(source.len(), &mut |off, len| {
+                    source
+                        .read_upto(off, len as u64)
+                        .map(Cow::into_owned)
+                        .unwrap_or_default()
+                }) {
+                    Some(o) => o,
+                    None => return Err((corrupt!("no DwarFS image found in file"), source)),
+                }
+            }
         };
         if offset >= source.len() {
-            return Err(corrupt!(
+            let e = corrupt!(
                 "image offset {offset} is past the end of the file ({} bytes)",
                 source.len()
-            ));
+            );
+            return Err((e, source));
         }
-        let source = match size {
+        let mut source = match size {
             Some(size) => source.limited(offset.saturating_add(size)),
             None => source,
         };
-        let version = section::parse_version(&source.read_upto(offset, FILE_HEADER_SIZE as u64)?)?;
+        if source.recovery().is_none() {
+            if let Some(recovery) = hoard_recovery::Recovery::find(&source) {
+                source = source.recovering(recovery);
+            }
+        }
+        let version = match source
+            .read_upto(offset, FILE_HEADER_SIZE as u64)
+            .and_then(|h| Ok(section::parse_version(&h)?))
+        {
+            Ok(v) => v,
+            Err(e) => return Err((e, source)),
+        };
         let mut image = Image {
             source,
             offset,
@@ -147,8 +209,13 @@ impl Image {
                 Err(e) => image.index_problem = Some(e.to_string()),
             }
         }
-        image.sections = image.scan_sections()?;
-        Ok(image)
+        match image.scan_sections() {
+            Ok(sections) => {
+                image.sections = sections;
+                Ok(image)
+            }
+            Err(e) => Err((e, image.source)),
+        }
     }
 
     /// Walks the section headers from the start of the image.
@@ -195,6 +262,7 @@ impl Image {
         let section = Section {
             header,
             offset: pos,
+            damaged: None,
         };
         let end = section.payload_offset().checked_add(section.header.length);
         if end.is_none_or(|e| e > self.source.len()) {
@@ -207,14 +275,11 @@ impl Image {
         Ok(section)
     }
 
-    /// Uses the section index, if the image ends with a valid one.
+    /// Uses the section index, if the image ends with a valid one (before
+    /// its recovery data, if any).
     fn sections_from_index(&self) -> Result<Option<Vec<Section>>> {
-        let Some(tail_pos) = self
-            .source
-            .len()
-            .checked_sub(8)
-            .filter(|&p| p >= self.offset)
-        else {
+        let end = self.index_end();
+        let Some(tail_pos) = end.checked_sub(8).filter(|&p| p >= self.offset) else {
             return Ok(None);
         };
         let Some(index_rel) = section::index_offset_hint(&self.source.read(tail_pos, 8)?) else {
@@ -223,7 +288,7 @@ impl Image {
         let index_pos = self
             .offset
             .checked_add(index_rel)
-            .filter(|&p| p < self.source.len())
+            .filter(|&p| p < end)
             .ok_or_else(|| corrupt!("section index offset {index_rel} is out of range"))?;
         let index = self.section_at(index_pos)?;
         if index.header.kind != SectionType::SECTION_INDEX {
@@ -234,7 +299,7 @@ impl Image {
         if index.header.compression != Compression::NONE {
             return Err(corrupt!("section index is compressed"));
         }
-        if index.end() != self.source.len() {
+        if index.end() != end {
             return Err(corrupt!("section index is not the last section"));
         }
         let payload = self.verified_payload(&index)?;
@@ -244,22 +309,76 @@ impl Image {
         }
         let mut sections = Vec::with_capacity(entries.len());
         for (i, entry) in entries.iter().enumerate() {
-            let section = self.section_at(self.offset + entry.offset)?;
-            let next = entries
-                .get(i + 1)
-                .map_or(self.source.len(), |n| self.offset + n.offset);
-            if section.header.kind != entry.kind
-                || section.end() != next
-                || section.header.number != Some(i as u32)
+            let pos = self.offset + entry.offset;
+            let next = entries.get(i + 1).map_or(end, |n| self.offset + n.offset);
+            let section = match self.section_at(pos) {
+                Ok(s)
+                    if s.header.kind == entry.kind
+                        && s.end() == next
+                        && s.header.number == Some(i as u32) =>
+                {
+                    s
+                }
+                Ok(_) | Err(_) if entry.kind == SectionType::BLOCK => {
+                    self.damaged_block(i as u32, pos, next)?
+                }
+                Ok(_) => {
+                    return Err(corrupt!(
+                        "section index entry {i} does not match the section at offset {pos}"
+                    ))
+                }
+                Err(e) => return Err(e),
+            };
+            sections.push(section);
+        }
+        if end != self.source.len() {
+            // The recovery section, after the index.
+            let section = self.section_at(end)?;
+            if section.header.kind != hoard_recovery::SECTION_TYPE
+                || section.end() != self.source.len()
+                || section.header.number != Some(sections.len() as u32)
             {
                 return Err(corrupt!(
-                    "section index entry {i} does not match the section at offset {}",
-                    section.offset
+                    "unexpected section at offset {end} after the section index"
                 ));
             }
             sections.push(section);
         }
         Ok(Some(sections))
+    }
+
+    /// A stand-in for BLOCK section `number` at `pos`, whose header is
+    /// damaged: the section index gives its place and size, and reading
+    /// it fails, but the rest of the image can be read.
+    fn damaged_block(&self, number: u32, pos: u64, next: u64) -> Result<Section> {
+        let length = next
+            .checked_sub(pos)
+            .and_then(|n| n.checked_sub(V2_HEADER_SIZE as u64))
+            .filter(|_| self.version.layout() == HeaderLayout::V2)
+            .ok_or_else(|| corrupt!("section index entry {number} is too short for a section"))?;
+        Ok(Section {
+            header: SectionHeader {
+                version: self.version,
+                number: Some(number),
+                kind: SectionType::BLOCK,
+                compression: Compression::NONE,
+                length,
+                sha512_256: None,
+                xxh3_64: None,
+            },
+            offset: pos,
+            damaged: Some(format!(
+                "BLOCK section {number} at offset {pos}: its header is damaged"
+            )),
+        })
+    }
+
+    /// Where the section index ends: before the recovery data, if any.
+    fn index_end(&self) -> u64 {
+        match self.source.recovery() {
+            Some((recovery, _)) => recovery.layout().section_start(),
+            None => self.source.len(),
+        }
     }
 
     /// The format version.
@@ -294,6 +413,9 @@ impl Image {
 
     /// The raw payload of a section, without any check.
     pub fn raw_payload(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
+        if let Some(why) = &section.damaged {
+            return Err(corrupt!("{why}"));
+        }
         self.source
             .read(section.payload_offset(), section.header.length)
     }
@@ -346,6 +468,12 @@ impl Image {
         let payload = self.verified_payload(section)?;
         hoard_codec::partial_decoder(section.header.compression, &payload, max_size)
             .map_err(|e| section.decode_error(e))
+    }
+
+    /// The recovery data the image is read through, if it has any, and
+    /// the file as it is.
+    pub fn recovery(&self) -> Option<(&hoard_recovery::Recovery, &Source)> {
+        self.source.recovery()
     }
 
     /// The first section of a kind.

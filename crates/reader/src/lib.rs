@@ -20,12 +20,17 @@
 //! * [`inode`] — inode numbering and attributes.
 //! * [`walk`] — a safe walk of the whole tree.
 //! * [`check`] — verification of a whole image.
+//! * [`damage`] — damage to an image with recovery data (see the
+//!   hoard-recovery crate): which bytes and files, and whether it can be
+//!   repaired. Opening such an image reads it through its recovery data,
+//!   so damage it covers is repaired on the fly.
 //!
 //! Every offset, length and index taken from an image is checked before use:
 //! a malformed image gives an [`Error`], never a panic.
 
 pub mod cache;
 pub mod check;
+pub mod damage;
 mod error;
 pub mod fs;
 #[doc(hidden)]

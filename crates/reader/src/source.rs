@@ -1,11 +1,13 @@
 //! Where image bytes come from: a memory map of the file, `pread` when the
-//! file cannot be mapped, or bytes already in memory.
+//! file cannot be mapped, or bytes already in memory; for an image with
+//! recovery data, through that data, which repairs damaged bytes.
 
 use crate::error::{corrupt, Error, Result};
 use std::borrow::Cow;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Read-only random access to the bytes of an image file.
 #[derive(Debug)]
@@ -28,6 +30,14 @@ pub enum Source {
         inner: Box<Source>,
         /// Bytes of it to use.
         len: u64,
+    },
+    /// Another source read through its recovery data: every read is
+    /// checked shard by shard, and damaged shards are repaired.
+    Recovering {
+        /// The source as it is.
+        inner: Box<Source>,
+        /// Its recovery data.
+        recovery: Arc<hoard_recovery::Recovery>,
     },
 }
 
@@ -61,6 +71,23 @@ impl Source {
             Source::File { len, .. } => *len,
             Source::Bytes(b) => b.len() as u64,
             Source::Limited { inner, len } => inner.len().min(*len),
+            Source::Recovering { inner, .. } => inner.len(),
+        }
+    }
+
+    /// This source read through `recovery`.
+    pub fn recovering(self, recovery: hoard_recovery::Recovery) -> Source {
+        Source::Recovering {
+            inner: Box::new(self),
+            recovery: Arc::new(recovery),
+        }
+    }
+
+    /// The recovery data reads go through, and the source as it is.
+    pub fn recovery(&self) -> Option<(&hoard_recovery::Recovery, &Source)> {
+        match self {
+            Source::Recovering { inner, recovery } => Some((recovery, inner)),
+            _ => None,
         }
     }
 
@@ -92,6 +119,21 @@ impl Source {
             Source::Mapped(m) => Ok(Cow::Borrowed(&m[offset as usize..end as usize])),
             Source::Bytes(b) => Ok(Cow::Borrowed(&b[offset as usize..end as usize])),
             Source::Limited { inner, .. } => inner.read(offset, len),
+            Source::Recovering { inner, recovery } => {
+                let mut buf = vec![0u8; len as usize];
+                let inner: &Source = inner;
+                let repaired = recovery
+                    .read(inner, offset, &mut buf)
+                    .map_err(|e| corrupt!("read of {len} bytes at offset {offset}: {e}"))?;
+                for stripe in repaired {
+                    // Once per stripe: each is repaired once, then kept.
+                    eprintln!(
+                        "hoard: warning: damaged image bytes repaired in memory from the recovery data (stripe {stripe} of {}); `hoard repair` fixes the file",
+                        recovery.layout().stripes
+                    );
+                }
+                Ok(Cow::Owned(buf))
+            }
             Source::File { file, .. } => {
                 let mut buf = vec![0u8; len as usize];
                 file.read_exact_at(&mut buf, offset)
@@ -105,5 +147,20 @@ impl Source {
     pub fn read_upto(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
         let avail = self.len().saturating_sub(offset);
         self.read(offset.min(self.len()), len.min(avail))
+    }
+}
+
+/// Raw reads for the recovery data (a recovering source reads repaired).
+impl hoard_recovery::ReadAt for Source {
+    fn size(&self) -> u64 {
+        self.len()
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let bytes = self
+            .read(offset, buf.len() as u64)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        buf.copy_from_slice(&bytes);
+        Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! The image file: an optional header prefix, then sections, each numbered
-//! and hashed, then the section index. It is written to a temporary file
-//! beside the target and renamed into place only when complete, so an
+//! and hashed, then the section index, then (optionally) the recovery
+//! data, which covers every byte before it. It is written to a temporary
+//! file beside the target and renamed into place only when complete, so an
 //! interrupted or failed build leaves nothing behind.
 
 use crate::{Error, Result};
@@ -18,6 +19,8 @@ pub struct ImageFile {
     out: BufWriter<NamedTempFile>,
     /// Bytes written since the first section.
     position: u64,
+    /// Size of the header prefix.
+    prefix: u64,
     index: Vec<IndexEntry>,
 }
 
@@ -49,6 +52,7 @@ impl ImageFile {
             force,
             out,
             position: 0,
+            prefix: header.map_or(0, |h| h.len() as u64),
             index: Vec::new(),
         })
     }
@@ -83,9 +87,10 @@ impl ImageFile {
         Ok(())
     }
 
-    /// Appends the section index (unless `with_index` is false), flushes,
-    /// and renames the file into place. Returns the image size.
-    pub fn finish(mut self, with_index: bool) -> Result<u64> {
+    /// Appends the section index (unless `with_index` is false) and then
+    /// recovery data of `recovery` percent, if asked, flushes, and renames
+    /// the file into place. Returns the image size.
+    pub fn finish(mut self, with_index: bool, recovery: Option<u32>) -> Result<u64> {
         if with_index {
             let mut entries = self.index.clone();
             entries.push(IndexEntry {
@@ -97,6 +102,9 @@ impl ImageFile {
                 .flat_map(|e| encode_index_entry(*e).to_le_bytes())
                 .collect();
             self.section(SectionType::SECTION_INDEX, Compression::NONE, &payload)?;
+        }
+        if let Some(percent) = recovery {
+            self.recovery(percent)?;
         }
         let target = self.target.clone();
         let tmp = self
@@ -131,5 +139,26 @@ impl ImageFile {
                 .map_err(|e| Error::io(&target, e.error))?;
         }
         Ok(size)
+    }
+
+    /// Appends the recovery section, covering every byte written so far
+    /// (see the hoard-recovery crate for its layout).
+    fn recovery(&mut self, percent: u32) -> Result<()> {
+        let io = |e| Error::io(&self.target, e);
+        self.out.flush().map_err(io)?;
+        let number = u32::try_from(self.index.len())
+            .map_err(|_| Error::Input("too many sections".into()))?;
+        let layout = hoard_recovery::Layout::plan(self.prefix + self.position, number, percent)
+            .map_err(|e| Error::Input(e.to_string()))?;
+        let built =
+            hoard_recovery::build_section(&layout, self.out.get_ref().as_file()).map_err(|e| {
+                match e {
+                    hoard_recovery::Error::Io(e) => Error::io(&self.target, e),
+                    e => Error::Input(e.to_string()),
+                }
+            })?;
+        self.out.write_all(&built.bytes).map_err(io)?;
+        self.position += built.bytes.len() as u64;
+        Ok(())
     }
 }

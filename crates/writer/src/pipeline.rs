@@ -66,6 +66,8 @@ pub struct CreateOptions {
     pub history: Option<HistoryEntry>,
     /// Write a section index.
     pub section_index: bool,
+    /// Add Reed-Solomon recovery data of this many percent of the image.
+    pub recovery: Option<u32>,
     /// Bytes to put before the image (`--header`).
     pub header: Option<Vec<u8>>,
     /// Categorizers to run (`--categorize`); None runs none.
@@ -118,6 +120,7 @@ impl CreateOptions {
             pack: PackOptions::default(),
             history: None,
             section_index: true,
+            recovery: None,
             header: None,
             categorize: None,
             per_category: BTreeMap::new(),
@@ -304,7 +307,7 @@ pub fn create(
     summary.metadata_bytes = write_metadata(&mut image, options, &inputs, categories)?;
     write_history(&mut image, options)?;
     check(&cancel)?;
-    summary.image_bytes = image.finish(options.section_index)?;
+    summary.image_bytes = image.finish(options.section_index, options.recovery)?;
     progress.set(Phase::Done);
     Ok(summary)
 }

@@ -65,6 +65,8 @@ pub struct RewriteOptions {
     pub history: Option<HistoryEntry>,
     /// Write a section index.
     pub section_index: bool,
+    /// Add Reed-Solomon recovery data of this many percent of the image.
+    pub recovery: Option<u32>,
     /// Bytes to put before the image.
     pub header: Option<Vec<u8>>,
 }
@@ -309,7 +311,7 @@ pub fn rewrite(
         let (algo, payload) = pack(&options.schema_compression, &encoded)?;
         out.section(SectionType::HISTORY, algo, &payload)?;
     }
-    let output_bytes = out.finish(options.section_index)?;
+    let output_bytes = out.finish(options.section_index, options.recovery)?;
     Ok(RewriteSummary {
         blocks: blocks.len() as u64,
         input_bytes,

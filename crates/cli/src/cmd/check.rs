@@ -59,11 +59,16 @@ fn open_options(args: &CheckArgs) -> hoard_reader::OpenOptions {
 
 fn check(args: &CheckArgs) -> Report {
     let options = open_options(args);
-    let found = check::check_image(
+    let mut found = check::check_image(
         || Image::open(&args.image.image, &options),
         args.image.cache_size,
         args.full,
     );
+    if !found.problems.is_empty() {
+        if let Ok(file) = hoard_reader::source::Source::open(&args.image.image, true) {
+            check::add_file_damage(&mut found, &file);
+        }
+    }
     Report {
         image: args.image.image.display().to_string(),
         ok: found.problems.is_empty(),

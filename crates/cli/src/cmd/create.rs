@@ -185,6 +185,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.attrs.create_timestamp = (!args.no_create_timestamp).then_some(now.max(0) as u64);
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
+    o.recovery = args.recovery;
     if let Some(h) = &args.header {
         o.header = Some(
             std::fs::read(h)

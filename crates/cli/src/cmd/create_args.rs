@@ -138,6 +138,10 @@ pub struct CreateArgs {
     /// Do not write a section index.
     #[arg(long)]
     pub no_section_index: bool,
+    /// Add Reed-Solomon recovery data of PERCENT of the image (1-100), so
+    /// that `hoard repair` can undo damage up to about that size.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub recovery: Option<u32>,
     /// File to put before the image (e.g. a shell script).
     #[arg(long)]
     pub header: Option<PathBuf>,
@@ -226,6 +230,10 @@ pub struct RewriteArgs {
     /// Do not write a section index.
     #[arg(long)]
     pub no_section_index: bool,
+    /// Add Reed-Solomon recovery data of PERCENT of the image (1-100), so
+    /// that `hoard repair` can undo damage up to about that size.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub recovery: Option<u32>,
     /// File to put before the image.
     #[arg(long)]
     pub header: Option<PathBuf>,
@@ -258,6 +266,7 @@ impl CreateArgs {
             no_history: self.no_history,
             no_history_timestamps: self.no_history_timestamps,
             no_section_index: self.no_section_index,
+            recovery: self.recovery,
             header: self.header.clone(),
             no_progress: self.no_progress,
         }

@@ -14,6 +14,7 @@ mod ls;
 mod manifest;
 mod mount;
 mod progress;
+mod repair;
 mod rewrite;
 mod time;
 
@@ -35,6 +36,7 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
             },
             Command::Rewrite(a) => rewrite::run(&a)?,
             Command::Check(a) => check::run(&a)?,
+            Command::Repair(a) => repair::run(&a)?,
             Command::Ls(a) => ls::run(&a)?,
             Command::Cat(a) => cat::run(&a)?,
             Command::Info(a) => info::run(&a)?,

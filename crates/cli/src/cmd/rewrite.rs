@@ -79,6 +79,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
             super::history::this_run((!args.no_history_timestamps).then_some(now.max(0) as u64))
         }),
         section_index: !args.no_section_index,
+        recovery: args.recovery,
         header: args
             .header
             .as_ref()
