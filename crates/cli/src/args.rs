@@ -220,6 +220,10 @@ pub struct ExtractArgs {
     /// Do not create fifos and sockets.
     #[arg(long)]
     pub skip_specials: bool,
+    /// Do not restore extended attributes (restored by default: all as
+    /// root, `user.*` ones otherwise).
+    #[arg(long)]
+    pub no_xattrs: bool,
     /// Worker threads (default: one per core).
     #[arg(short = 'n', long = "num-workers")]
     pub workers: Option<usize>,

@@ -231,6 +231,7 @@ impl Dwarfsextract {
             owners: false,
             skip_devices: self.skip_devices,
             skip_specials: self.skip_specials,
+            no_xattrs: false,
             workers: self.workers,
             continue_on_error: self.continue_on_error,
         })

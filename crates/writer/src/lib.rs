@@ -3,8 +3,8 @@
 //! [`create`] runs the stages in order, data flowing one way, each a
 //! function of [`pipeline`] (named so in a profile):
 //!
-//! 1. `scan_input` — [`scan`] walks the input (in parallel) and applies
-//!    the [`filter`] rules;
+//! 1. `scan_input` — [`scan`] walks the input (in parallel), reads each
+//!    entry's extended attributes and applies the [`filter`] rules;
 //! 2. `hash_contents` — [`dedupe`] reads every file once and groups equal
 //!    contents;
 //! 3. `categorize_contents` — with `--categorize`, [`categorize`] splits

@@ -88,6 +88,14 @@ pub struct CreateArgs {
     /// Include fifos and sockets.
     #[arg(long)]
     pub with_specials: bool,
+    /// Leave out extended attributes (stored by default: every name the
+    /// system lets hoard read, ACLs and capabilities included).
+    #[arg(long)]
+    pub no_xattrs: bool,
+    /// Keep only the extended attributes whose names match this regular
+    /// expression (e.g. `^user\.` or `^(security|system)\.`).
+    #[arg(long, value_name = "REGEX")]
+    pub xattr_filter: Option<String>,
     /// Store sparse files' holes as data.
     #[arg(long)]
     pub no_sparse_files: bool,

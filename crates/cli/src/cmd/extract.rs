@@ -2,9 +2,12 @@
 //!
 //! Directories are made first, then file contents are written in parallel in
 //! the order their data is stored (so each block is decompressed about
-//! once), then links and special files, and last the owners, modes and
-//! times, deepest directories first so that nothing touches a directory
-//! after its time is set.
+//! once), then links and special files, and last the owners, modes,
+//! extended attributes and times, deepest directories first so that
+//! nothing touches a directory after its time is set. Extended attributes
+//! come after the owner (a chown clears `security.capability`) and the
+//! mode (an ACL sets the group bits); as another user than root only
+//! `user.*` ones are restored.
 //!
 //! Nothing is written outside the output directory: names were checked by
 //! the tree walk, entries are created without following symlinks (an
@@ -39,6 +42,11 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
         can_make_devices: is_root() && !args.skip_devices,
         skip_devices: args.skip_devices,
         skip_specials: args.skip_specials,
+        xattrs: match (args.no_xattrs, is_root()) {
+            (true, _) => XattrRestore::None,
+            (false, true) => XattrRestore::All,
+            (false, false) => XattrRestore::User,
+        },
         continue_on_error: args.continue_on_error,
         errors: Mutex::new(Vec::new()),
     };
@@ -108,8 +116,18 @@ struct Extractor<'a> {
     can_make_devices: bool,
     skip_devices: bool,
     skip_specials: bool,
+    xattrs: XattrRestore,
     continue_on_error: bool,
     errors: Mutex<Vec<String>>,
+}
+
+/// Which extended attributes `extract` restores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum XattrRestore {
+    None,
+    /// Only `user.*` (what a user other than root may set).
+    User,
+    All,
 }
 
 impl Extractor<'_> {
@@ -291,7 +309,23 @@ impl Extractor<'_> {
             fs::set_permissions(&path, fs::Permissions::from_mode(st.permissions()))
                 .context("chmod")?;
         }
+        self.set_xattrs(node, &path)?;
         set_times(&path, &st).context("set times")
+    }
+
+    fn set_xattrs(&self, node: &Node, path: &Path) -> Result<()> {
+        if self.xattrs == XattrRestore::None {
+            return Ok(());
+        }
+        for (name, value) in self.fs.xattrs(node.ino)? {
+            if self.xattrs == XattrRestore::User && !name.starts_with(b"user.") {
+                continue;
+            }
+            let name = OsStr::from_bytes(name);
+            xattr::set(path, name, value)
+                .with_context(|| format!("extended attribute {}", name.to_string_lossy()))?;
+        }
+        Ok(())
     }
 }
 
