@@ -15,6 +15,10 @@ command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v setfattr >/dev/null || need+=(attr)
 command -v setfacl >/dev/null || need+=(acl)
 command -v setcap >/dev/null || need+=(libcap2-bin)
+# The archive tests unpack hoard's archives with the usual tools.
+command -v cpio >/dev/null || need+=(cpio)
+command -v unzip >/dev/null || need+=(unzip)
+command -v bsdtar >/dev/null || need+=(libarchive-tools)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing: ${need[*]} (run as root to install them)" >&2

@@ -35,6 +35,9 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
     let patterns: Vec<&String> = args.patterns.iter().chain(&args.more_patterns).collect();
     let filter = build_filter(&patterns)?;
     let nodes = select(walk::walk(&fs, fs.root(), b"")?, filter.as_ref());
+    if let Some(format) = args.format {
+        return write_archive(&fs, &nodes, format, args);
+    }
     let extractor = Extractor {
         fs: &fs,
         root: args.output.clone(),
@@ -56,6 +59,55 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
         eprintln!("hoard: {e}");
     }
     Ok(if errors.is_empty() { 0 } else { 2 })
+}
+
+/// Writes `nodes` as one archive to the output file (through a temporary
+/// file renamed into place when complete) or to standard output (`-`).
+fn write_archive(
+    fs: &Filesystem,
+    nodes: &[Node],
+    format: crate::archive::Format,
+    args: &ExtractArgs,
+) -> Result<u8> {
+    let with_xattrs = !args.no_xattrs;
+    let notes = if args.output.as_os_str() == "-" {
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+        let notes = crate::archive::write(fs, nodes, format, with_xattrs, &mut out)?;
+        out.flush().context("standard output")?;
+        notes
+    } else {
+        let path = &args.output;
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let context = || format!("cannot write archive '{}'", path.display());
+        let tmp = tempfile::Builder::new()
+            .prefix(".hoard-")
+            .tempfile_in(dir)
+            .with_context(context)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
+        let notes = crate::archive::write(fs, nodes, format, with_xattrs, &mut out)
+            .with_context(context)?;
+        out.flush().with_context(context)?;
+        drop(out);
+        // A temporary file is private; the archive gets the usual mode.
+        // SAFETY: umask has no preconditions; it is set back at once.
+        let umask = unsafe {
+            let m = libc::umask(0o022);
+            libc::umask(m);
+            m
+        };
+        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o666 & !umask))
+            .with_context(context)?;
+        tmp.persist(path).with_context(context)?;
+        notes
+    };
+    for n in &notes {
+        eprintln!("hoard: {n}");
+    }
+    Ok(0)
 }
 
 fn build_filter(patterns: &[&String]) -> Result<Option<GlobSet>> {
