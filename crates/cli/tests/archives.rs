@@ -3,7 +3,7 @@
 //! GNU cpio, bsdtar, unzip) and compared with the image by `hoard diff`:
 //! long names and link targets, hard links, a fifo, a device (as root),
 //! modes, owners, times, nanosecond times (pax), extended attributes (pax),
-//! `--pattern`, and `dwarfsextract -f`.
+//! sparse files (pax, GNU format 1.0), `--pattern`, and `dwarfsextract -f`.
 
 mod common;
 
@@ -11,6 +11,17 @@ use common::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+/// Size of the sparse file: data in the middle, holes around it.
+const SPARSE_SIZE: u64 = 8 << 20;
+
+/// Asserts that `file` came out sparse (holes, not zeros).
+fn assert_sparse(file: &Path, what: &str) {
+    let m = std::fs::metadata(file).unwrap();
+    assert_eq!(m.len(), SPARSE_SIZE, "{what}");
+    let allocated = std::os::unix::fs::MetadataExt::blocks(&m) * 512;
+    assert!(allocated < 1 << 20, "{what}: {allocated} bytes allocated");
+}
 
 /// Every stored time: whole seconds, so every format keeps them.
 const TIME: &str = "@1699999200";
@@ -50,6 +61,9 @@ fn tree(root: &Path) -> PathBuf {
     std::fs::write(root.join("plain/setuid"), b"#!/bin/sh\n").unwrap();
     std::fs::write(root.join("plain/private"), b"secret\n").unwrap();
     std::fs::write(root.join("linked"), b"two names\n").unwrap();
+    let sparse = std::fs::File::create(root.join("plain/sparse")).unwrap();
+    sparse.set_len(SPARSE_SIZE).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&sparse, b"in the middle", SPARSE_SIZE / 2).unwrap();
     std::fs::hard_link(root.join("linked"), root.join("plain/linked-too")).unwrap();
     std::os::unix::fs::symlink("t".repeat(150), root.join("long-link")).unwrap();
     std::os::unix::fs::symlink("plain/empty", root.join("short-link")).unwrap();
@@ -148,6 +162,7 @@ fn tar_archives_unpack_to_the_image_tree() {
         "",
         "pax via GNU tar"
     );
+    assert_sparse(&d.join("pax/plain/sparse"), "pax via GNU tar");
     let gnu = d.join("x.gnutar");
     unpack(&image, "gnutar", Some(&gnu), "tar -xpf -", &d.join("gnu"));
     assert_eq!(
@@ -164,6 +179,7 @@ fn tar_archives_unpack_to_the_image_tree() {
             "",
             "pax via bsdtar"
         );
+        assert_sparse(&d.join("pax-bsd/plain/sparse"), "pax via bsdtar");
     } else {
         skipped("bsdtar missing (libarchive-tools)");
     }

@@ -12,7 +12,7 @@ mod zip;
 
 use anyhow::Result;
 use hoard_reader::walk::Node;
-use hoard_reader::{FileKind, Filesystem, Stat};
+use hoard_reader::{Extent, FileKind, Filesystem, Stat};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 
@@ -20,7 +20,8 @@ use std::io::{Read, Write};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// POSIX tar with pax records: long names, nanosecond times, large
-    /// sizes and ids, extended attributes (`SCHILY.xattr.*`).
+    /// sizes and ids, sparse files (GNU pax format 1.0), extended
+    /// attributes (`SCHILY.xattr.*`).
     #[value(alias = "pax", alias = "posix", alias = "ustar")]
     Tar,
     /// GNU tar: long names and link targets as GNU records; no extended
@@ -59,20 +60,47 @@ pub struct Entry<'a> {
 impl Entry<'_> {
     /// The file's contents (holes read as zeros).
     pub fn contents(&self) -> Contents<'_> {
+        self.range(0, self.stat.size)
+    }
+
+    /// Bytes `start..end` of the file's contents.
+    pub fn range(&self, start: u64, end: u64) -> Contents<'_> {
         Contents {
             fs: self.fs,
             ino: self.stat.ino,
-            offset: 0,
-            size: self.stat.size,
+            offset: start,
+            size: end,
         }
+    }
+
+    /// The ranges of a regular file that hold data, as (offset, length),
+    /// when the file has holes; `None` when it has none.
+    pub fn data_ranges(&self) -> Result<Option<Vec<(u64, u64)>>> {
+        let extents = self.fs.extents(self.stat.ino)?;
+        if !extents.iter().any(|e| matches!(e, Extent::Hole { .. })) {
+            return Ok(None);
+        }
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        let mut pos = 0u64;
+        for e in &extents {
+            if let Extent::Data { size, .. } = e {
+                match ranges.last_mut() {
+                    Some((start, len)) if *start + *len == pos => *len += u64::from(*size),
+                    _ => ranges.push((pos, u64::from(*size))),
+                }
+            }
+            pos += e.len();
+        }
+        Ok(Some(ranges))
     }
 }
 
-/// A regular file's contents as a reader.
+/// A range of a regular file's contents as a reader.
 pub struct Contents<'a> {
     fs: &'a Filesystem,
     ino: u32,
     offset: u64,
+    /// Where the range ends.
     size: u64,
 }
 

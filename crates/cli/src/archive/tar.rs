@@ -79,6 +79,63 @@ fn pax_record(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
     out.push(b'\n');
 }
 
+/// A pax sparse file (GNU format 1.0): the map (entry count, then offset
+/// and length of each data range, in decimal lines, padded to 512 bytes),
+/// then the data ranges, back to back.
+struct Sparse {
+    map: Vec<u8>,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl Sparse {
+    fn new(mut ranges: Vec<(u64, u64)>, real_size: u64) -> Self {
+        // A file ending in a hole ends with an empty range at its size.
+        if ranges.last().is_none_or(|&(o, l)| o + l < real_size) {
+            ranges.push((real_size, 0));
+        }
+        let mut map = format!("{}\n", ranges.len());
+        for (offset, len) in &ranges {
+            map.push_str(&format!("{offset}\n{len}\n"));
+        }
+        let mut map = map.into_bytes();
+        map.resize(map.len().div_ceil(512) * 512, 0);
+        Sparse { map, ranges }
+    }
+
+    /// Bytes the entry holds: the map and the data.
+    fn stored_size(&self) -> u64 {
+        self.map.len() as u64 + self.ranges.iter().map(|r| r.1).sum::<u64>()
+    }
+}
+
+/// The map, then each data range of the file.
+struct SparseReader<'a> {
+    map: std::io::Cursor<Vec<u8>>,
+    ranges: std::vec::IntoIter<super::Contents<'a>>,
+    current: Option<super::Contents<'a>>,
+}
+
+impl std::io::Read for SparseReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.map.read(buf)?;
+        if n > 0 {
+            return Ok(n);
+        }
+        loop {
+            if let Some(c) = &mut self.current {
+                let n = c.read(buf)?;
+                if n > 0 {
+                    return Ok(n);
+                }
+            }
+            match self.ranges.next() {
+                Some(next) => self.current = Some(next),
+                None => return Ok(0),
+            }
+        }
+    }
+}
+
 /// Puts as much of `name` as fits into a header name field.
 fn truncated(field: &mut [u8], name: &[u8]) {
     let n = name.len().min(field.len());
@@ -117,13 +174,35 @@ impl TarWriter<'_> {
         Ok(h)
     }
 
-    /// pax: the records ustar cannot hold, then the ustar entry.
+    /// pax: the records ustar cannot hold, then the ustar entry (a sparse
+    /// file's under a `GNUSparseFile.0/` name, its real name in a record).
     fn pax_entry(&mut self, e: &Entry<'_>, mut h: Header) -> Result<()> {
         let st = &e.stat;
-        let path = archive_path(e);
+        let mut path = archive_path(e);
         let mut records = Vec::new();
+        let sparse = match h.entry_type() {
+            EntryType::Regular => e.data_ranges()?.map(|r| Sparse::new(r, st.size)),
+            _ => None,
+        };
+        if let Some(s) = &sparse {
+            pax_record(&mut records, b"GNU.sparse.major", b"1");
+            pax_record(&mut records, b"GNU.sparse.minor", b"0");
+            pax_record(&mut records, b"GNU.sparse.name", &path);
+            pax_record(
+                &mut records,
+                b"GNU.sparse.realsize",
+                st.size.to_string().as_bytes(),
+            );
+            h.set_size(s.stored_size());
+            let cut = path.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+            path.splice(cut..cut, b"GNUSparseFile.0/".iter().copied());
+        }
         if h.set_path(OsStr::from_bytes(&path)).is_err() {
-            pax_record(&mut records, b"path", &path);
+            // A sparse file's real name is in GNU.sparse.name, which a
+            // later `path` record would override.
+            if sparse.is_none() {
+                pax_record(&mut records, b"path", &path);
+            }
             if let Some(ustar) = h.as_ustar_mut() {
                 ustar.prefix.fill(0);
             }
@@ -165,7 +244,15 @@ impl TarWriter<'_> {
         x.set_cksum();
         self.builder.append(&x, records.as_slice())?;
         h.set_cksum();
-        if h.entry_type() == EntryType::Regular {
+        if let Some(s) = sparse {
+            let ranges: Vec<_> = s.ranges.iter().map(|&(o, l)| e.range(o, o + l)).collect();
+            let reader = SparseReader {
+                map: std::io::Cursor::new(s.map),
+                ranges: ranges.into_iter(),
+                current: None,
+            };
+            self.builder.append(&h, reader)?;
+        } else if h.entry_type() == EntryType::Regular {
             self.builder.append(&h, e.contents())?;
         } else {
             self.builder.append(&h, std::io::empty())?;
