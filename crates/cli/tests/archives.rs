@@ -335,3 +335,255 @@ fn pax_archives_carry_nanoseconds_and_extended_attributes() {
         );
     }
 }
+
+// ------------------------------------------------------------ archives in
+
+/// `hoard create` with `input` (a path or `-` with `stdin`), the options
+/// that make images comparable byte for byte, and `extra`.
+fn create_from(
+    input: &str,
+    stdin: Option<Vec<u8>>,
+    image: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "create",
+        "-i",
+        input,
+        "-o",
+        image.to_str().unwrap(),
+        "--no-progress",
+        "--no-history",
+        "--no-create-timestamp",
+        "--with-devices",
+        "--with-specials",
+    ];
+    args.extend_from_slice(extra);
+    let mut child = hoard()
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    if let Some(data) = stdin {
+        // A failed build may stop reading early.
+        let _ = pipe.write_all(&data);
+    }
+    drop(pipe);
+    child.wait_with_output().unwrap()
+}
+
+/// A tar of `src` made by GNU tar with `options`.
+fn gnu_tar(src: &Path, options: &str) -> Vec<u8> {
+    let o = Command::new("sh")
+        .args(["-ec", &format!("tar {options} -cf - .")])
+        .current_dir(src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o.stdout
+}
+
+#[test]
+fn tar_streams_pack_like_their_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = tree(&d.join("src"));
+    let from_dir = d.join("dir.dwarfs");
+    let o = create_from(src.to_str().unwrap(), None, &from_dir, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let expected = std::fs::read(&from_dir).unwrap();
+
+    // GNU format with sparse files, through a pipe.
+    let tar = gnu_tar(&src, "--sparse --xattrs");
+    let piped = d.join("piped.dwarfs");
+    let o = create_from("-", Some(tar.clone()), &piped, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(differences(&piped, &src, ""), "");
+    assert!(
+        std::fs::read(&piped).unwrap() == expected,
+        "a tar stream and its directory give different images"
+    );
+
+    // Compressed files, told by their magic numbers.
+    for (tool, suffix) in [("gzip", "gz"), ("zstd", "zst"), ("xz", "xz")] {
+        if !has_tool(tool) {
+            skipped(&format!("{tool} missing"));
+            continue;
+        }
+        let plain = d.join("t.tar");
+        std::fs::write(&plain, &tar).unwrap();
+        sh(d, &format!("{tool} -c t.tar > t.tar.{suffix}"));
+        let image = d.join(format!("{suffix}.dwarfs"));
+        let packed = d.join(format!("t.tar.{suffix}"));
+        let o = create_from(packed.to_str().unwrap(), None, &image, &[]);
+        assert!(
+            o.status.success(),
+            "{suffix}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(std::fs::read(&image).unwrap() == expected, "{suffix}");
+    }
+
+    // pax: nanosecond times and long names.
+    sh(&src, "touch -d '2023-11-14 22:00:00.123456789' plain/empty");
+    let pax = d.join("pax.dwarfs");
+    let o = create_from(
+        "-",
+        Some(gnu_tar(&src, "--format=pax --sparse")),
+        &pax,
+        &["--time-resolution=ns"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(differences(&pax, &src, ""), "");
+
+    // Options apply as for a directory.
+    let filtered = d.join("filtered.dwarfs");
+    let o = create_from(
+        "-",
+        Some(tar),
+        &filtered,
+        &[
+            "-F",
+            "- plain/big.bin",
+            "-F",
+            "- /linked",
+            "--set-owner",
+            "77",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let listing =
+        String::from_utf8(run(&["ls", "-lR", filtered.to_str().unwrap()]).stdout).unwrap();
+    assert!(!listing.contains("big.bin"), "{listing}");
+    // A hard link keeps its contents when the filter drops its other name.
+    assert!(!listing.contains(" linked\n"), "{listing}");
+    let cat = run(&["cat", filtered.to_str().unwrap(), "plain/linked-too"]);
+    assert_eq!(cat.stdout, b"two names\n", "{listing}");
+    assert!(
+        listing
+            .lines()
+            .all(|l| l.split_whitespace().nth(2) == Some("77")),
+        "{listing}"
+    );
+}
+
+#[test]
+fn cpio_streams_pack_like_their_directory() {
+    if !has_tool("cpio") {
+        skipped("GNU cpio missing");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = tree(&dir.path().join("src"));
+    let o = Command::new("sh")
+        .args(["-ec", "find . | cpio -o -H newc --quiet"])
+        .current_dir(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let image = dir.path().join("cpio.dwarfs");
+    let out = create_from("-", Some(o.stdout), &image, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(differences(&image, &src, ""), "");
+}
+
+#[test]
+fn bad_archives_are_refused_and_leave_no_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = d.join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("data"), noise(200_000, 3)).unwrap();
+    std::fs::write(src.join("small"), b"small\n").unwrap();
+    let tar = gnu_tar(&src, "");
+    // The entries end at the second 512-byte block past the data.
+    let end = tar.len() - tar.iter().rev().take_while(|&&b| b == 0).count();
+    let entries_end = end.div_ceil(512) * 512;
+    let mut gz = gzipped(&tar);
+    gz.truncate(gz.len() / 2);
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "truncated inside a file",
+            tar[..100_000].to_vec(),
+            "ends inside a file",
+        ),
+        (
+            "no end-of-archive blocks",
+            tar[..entries_end].to_vec(),
+            "ends early",
+        ),
+        ("corrupt gzip", gz, "cannot read the archive"),
+        (
+            "not an archive",
+            b"just some text, long enough".repeat(40),
+            "not a valid",
+        ),
+        ("empty", Vec::new(), "empty input"),
+    ];
+    for (what, data, message) in cases {
+        let image = d.join("bad.dwarfs");
+        let o = create_from("-", Some(data), &image, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{what}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+        assert!(err.contains(message), "{what}: {err}");
+        assert!(!image.exists(), "{what}: an image was left");
+    }
+}
+
+#[test]
+fn archive_names_stay_inside_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // ustar headers: name, mode, uid, gid, size, mtime, checksum, type.
+    let mut tar = Vec::new();
+    for name in ["../../escape", "/etc/absolute", "a/../../b", "./c/./d"] {
+        let mut h = [0u8; 512];
+        h[..name.len()].copy_from_slice(name.as_bytes());
+        h[100..108].copy_from_slice(b"0000644\0");
+        h[108..116].copy_from_slice(b"0000000\0");
+        h[116..124].copy_from_slice(b"0000000\0");
+        h[124..136].copy_from_slice(b"00000000001\0");
+        h[136..148].copy_from_slice(b"14510677540\0");
+        h[156] = b'0';
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        h[148..156].fill(b' ');
+        let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        tar.extend_from_slice(&h);
+        let mut data = [0u8; 512];
+        data[0] = b'x';
+        tar.extend_from_slice(&data);
+    }
+    tar.extend_from_slice(&[0u8; 1024]);
+    let image = d.join("names.dwarfs");
+    let o = create_from("-", Some(tar), &image, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let listing = String::from_utf8(run(&["ls", "-R", image.to_str().unwrap()]).stdout).unwrap();
+    assert_eq!(listing, "b\nc\nc/d\nescape\netc\netc/absolute\n");
+    assert!(!d.join("escape").exists() && !dir.path().parent().unwrap().join("escape").exists());
+}
+
+/// `data` gzip-compressed by the system's gzip.
+fn gzipped(data: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("gzip")
+        .arg("-c")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&data));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    out.stdout
+}

@@ -26,7 +26,8 @@ use std::sync::Arc;
 /// Everything `hoard create` can be told.
 #[derive(Debug)]
 pub struct CreateOptions {
-    /// The directory to pack.
+    /// The directory to pack, or a tar or cpio archive (`-`: standard
+    /// input).
     pub input: PathBuf,
     /// The image to write.
     pub output: PathBuf,
@@ -266,6 +267,8 @@ pub fn create(
     let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;
     let tree = scanned.tree;
+    // Spooled archive contents stay until the image is written.
+    let _spool = scanned.spool;
     let mut summary = Summary {
         counts: tree.counts(),
         warnings: scanned.warnings,
@@ -346,6 +349,14 @@ fn scan_input(
     if let Ok(m) = std::fs::metadata(&options.output) {
         use std::os::unix::fs::MetadataExt;
         scan_options.exclude.push((m.dev(), m.ino()));
+    }
+    if crate::archive::is_archive(&options.input) {
+        return crate::archive::scan_archive(
+            &options.input,
+            &scan_options,
+            options.filter.as_ref(),
+            progress,
+        );
     }
     scan(
         &options.input,

@@ -84,7 +84,7 @@ impl InputList {
         InputList { paths }
     }
 
-    fn contains(&self, path: &[u8]) -> bool {
+    pub(crate) fn contains(&self, path: &[u8]) -> bool {
         self.paths.contains(path)
     }
 }
@@ -105,6 +105,9 @@ pub struct Scanned {
     pub tree: Tree,
     /// One line per entry that was left out because of an error.
     pub warnings: Vec<String>,
+    /// Where an archive input's file contents were spooled; it must live
+    /// as long as the build reads them.
+    pub spool: Option<tempfile::TempDir>,
 }
 
 /// A scanned directory entry, before it is numbered.
@@ -389,5 +392,6 @@ pub fn scan(
             .warnings
             .into_inner()
             .unwrap_or_else(|p| p.into_inner()),
+        spool: None,
     })
 }

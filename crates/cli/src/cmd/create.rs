@@ -215,12 +215,21 @@ fn debug_filter(args: &CreateArgs, filter: Option<Filter>) -> Result<u8> {
         no_xattrs: true,
         ..Default::default()
     };
-    hoard_writer::scan::scan(
-        &args.input,
-        &scan_options,
-        Some(&filter),
-        &Default::default(),
-    )?;
+    if hoard_writer::archive::is_archive(&args.input) {
+        hoard_writer::archive::scan_archive(
+            &args.input,
+            &scan_options,
+            Some(&filter),
+            &Default::default(),
+        )?;
+    } else {
+        hoard_writer::scan::scan(
+            &args.input,
+            &scan_options,
+            Some(&filter),
+            &Default::default(),
+        )?;
+    }
     for d in filter.decisions() {
         let slash = if d.is_dir { "/" } else { "" };
         let sign = if d.included { '+' } else { '-' };

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 /// `hoard create` / `mkdwarfs`.
 #[derive(Debug, Clone, Args)]
 pub struct CreateArgs {
-    /// Directory to pack.
+    /// Directory to pack, or a tar or cpio archive (plain, gzip, zstd or
+    /// xz; `-` for standard input).
     #[arg(short = 'i', long = "input")]
     pub input: PathBuf,
     /// Image file to write.
