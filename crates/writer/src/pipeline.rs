@@ -19,7 +19,7 @@ use hoard_format::history::HistoryEntry;
 use hoard_format::section::{Compression, SectionType};
 use hoard_format::write::{encode_metadata, PackOptions};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -346,6 +346,13 @@ fn scan_input(
 ) -> Result<Scanned> {
     let mut scan_options = options.scan.clone();
     scan_options.exclude.extend(image.identity());
+    if scan_options.spool_dir.is_none() {
+        let dir = options
+            .output
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty());
+        scan_options.spool_dir = Some(dir.unwrap_or(Path::new(".")).to_path_buf());
+    }
     if let Ok(m) = std::fs::metadata(&options.output) {
         use std::os::unix::fs::MetadataExt;
         scan_options.exclude.push((m.dev(), m.ino()));

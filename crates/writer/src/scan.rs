@@ -41,6 +41,9 @@ pub struct ScanOptions {
     /// Keep only the extended attributes whose names match
     /// (`--xattr-filter`).
     pub xattr_filter: Option<regex::Regex>,
+    /// Where an archive input's file contents are spooled (`$TMPDIR` when
+    /// `None`; `create` uses the image's directory).
+    pub spool_dir: Option<PathBuf>,
 }
 
 /// Parses a `--xattr-filter` pattern (a regular expression the names of

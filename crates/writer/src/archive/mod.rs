@@ -7,7 +7,8 @@
 //! The stream is read once, in order. The later stages read each file's
 //! contents more than once and in an order of their own, so file contents
 //! (and only they) are spooled: each to a file of its own in a temporary
-//! directory (`$TMPDIR`), which lives as long as the build; holes of sparse
+//! directory beside the image being written (on a disk, where a `$TMPDIR`
+//! may be memory), which lives as long as the build; holes of sparse
 //! entries stay holes there. Memory holds the tree, as for a directory.
 //!
 //! Names are made relative and confined to the image: a leading `/` and
@@ -50,7 +51,7 @@ pub fn scan_archive(
     } else {
         Box::new(std::fs::File::open(input).map_err(|e| Error::io(input, e))?)
     };
-    let spool = Spool::new()?;
+    let spool = Spool::new(options.spool_dir.as_deref())?;
     let mut builder = Builder::new(options, filter, progress, spool);
     let stream =
         decompressed(BufReader::with_capacity(1 << 20, raw)).map_err(|e| Error::io(&name, e))?;
@@ -487,11 +488,13 @@ pub(crate) struct Spool {
 }
 
 impl Spool {
-    fn new() -> Result<Self> {
+    /// A spool in a new directory inside `parent` (`$TMPDIR` if `None`).
+    fn new(parent: Option<&Path>) -> Result<Self> {
+        let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
         let dir = tempfile::Builder::new()
-            .prefix("hoard-spool-")
-            .tempdir()
-            .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
+            .prefix(".hoard-spool-")
+            .tempdir_in(&parent)
+            .map_err(|e| Error::io(&parent, e))?;
         Ok(Spool {
             dir,
             next: 0,
