@@ -538,30 +538,36 @@ fn bad_archives_are_refused_and_leave_no_image() {
     }
 }
 
+/// A ustar member: header (name, mode, owners, size, mtime, checksum,
+/// type) and one byte of data, padded.
+fn ustar_member(name: &str, kind: u8) -> Vec<u8> {
+    let mut h = [0u8; 512];
+    h[..name.len()].copy_from_slice(name.as_bytes());
+    h[100..108].copy_from_slice(b"0000644\0");
+    h[108..116].copy_from_slice(b"0000000\0");
+    h[116..124].copy_from_slice(b"0000000\0");
+    h[124..136].copy_from_slice(b"00000000001\0");
+    h[136..148].copy_from_slice(b"14510677540\0");
+    h[156] = kind;
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    h[148..156].fill(b' ');
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    let mut member = h.to_vec();
+    let mut data = [0u8; 512];
+    data[0] = b'x';
+    member.extend_from_slice(&data);
+    member
+}
+
 #[test]
 fn archive_names_stay_inside_the_image() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    // ustar headers: name, mode, uid, gid, size, mtime, checksum, type.
     let mut tar = Vec::new();
     for name in ["../../escape", "/etc/absolute", "a/../../b", "./c/./d"] {
-        let mut h = [0u8; 512];
-        h[..name.len()].copy_from_slice(name.as_bytes());
-        h[100..108].copy_from_slice(b"0000644\0");
-        h[108..116].copy_from_slice(b"0000000\0");
-        h[116..124].copy_from_slice(b"0000000\0");
-        h[124..136].copy_from_slice(b"00000000001\0");
-        h[136..148].copy_from_slice(b"14510677540\0");
-        h[156] = b'0';
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[263..265].copy_from_slice(b"00");
-        h[148..156].fill(b' ');
-        let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
-        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-        tar.extend_from_slice(&h);
-        let mut data = [0u8; 512];
-        data[0] = b'x';
-        tar.extend_from_slice(&data);
+        tar.extend(ustar_member(name, b'0'));
     }
     tar.extend_from_slice(&[0u8; 1024]);
     let image = d.join("names.dwarfs");
@@ -570,6 +576,22 @@ fn archive_names_stay_inside_the_image() {
     let listing = String::from_utf8(run(&["ls", "-R", image.to_str().unwrap()]).stdout).unwrap();
     assert_eq!(listing, "b\nc\nc/d\nescape\netc\netc/absolute\n");
     assert!(!d.join("escape").exists() && !dir.path().parent().unwrap().join("escape").exists());
+
+    // The root must stay a directory, and nothing goes below a file.
+    for (members, message) in [
+        (vec![("./", b'0')], "must be a directory"),
+        (vec![("f", b'0'), ("f/g", b'0')], "not one"),
+    ] {
+        let mut tar: Vec<u8> = members
+            .iter()
+            .flat_map(|&(n, k)| ustar_member(n, k))
+            .collect();
+        tar.extend_from_slice(&[0u8; 1024]);
+        let o = create_from("-", Some(tar), &image, &["-f"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{members:?}: {err}");
+        assert!(err.contains(message), "{members:?}: {err}");
+    }
 }
 
 /// `data` gzip-compressed by the system's gzip.

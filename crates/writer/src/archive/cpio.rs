@@ -73,6 +73,9 @@ pub(super) fn read(input: &mut dyn Read, b: &mut Builder<'_>) -> Result<()> {
         let kind = match mode & libc::S_IFMT {
             libc::S_IFDIR => MemberKind::Dir,
             libc::S_IFLNK => {
+                if size > 1 << 16 {
+                    return Err(bad("symlink target longer than 64 KiB"));
+                }
                 let mut target = vec![0u8; size as usize];
                 fill(input, &mut target)?;
                 MemberKind::Symlink(target)

@@ -295,6 +295,12 @@ impl<'a> Builder<'a> {
     pub(crate) fn add(&mut self, m: Member) -> Result<()> {
         let path = confined(&m.path);
         let is_dir = matches!(m.kind, MemberKind::Dir);
+        if path.is_empty() && !is_dir {
+            return Err(Error::Input(format!(
+                "'{}' names the root, which must be a directory",
+                String::from_utf8_lossy(&m.path)
+            )));
+        }
         let wanted = match m.kind {
             MemberKind::Device(_) => self.options.with_devices,
             MemberKind::Special => self.options.with_specials,
