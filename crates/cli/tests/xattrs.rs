@@ -394,3 +394,49 @@ fn dwarfs_reads_images_with_attributes() {
         drop(guard);
     }
 }
+
+#[test]
+fn acls_are_enforced_on_a_mount_with_default_permissions() {
+    let Some((dir, _, _, _)) = setup() else {
+        return;
+    };
+    if !fuse_available() || !has_tool("setpriv") {
+        skipped("FUSE or setpriv missing");
+        return;
+    }
+    let src = dir.path().join("acl");
+    std::fs::create_dir(&src).unwrap();
+    for f in ["granted", "denied"] {
+        std::fs::write(src.join(f), format!("{f}\n")).unwrap();
+        output_in(&src, "chmod", &["600", f]);
+    }
+    // User 1234 may read `granted` through its ACL only.
+    output_in(&src, "setfacl", &["-m", "u:1234:r", "granted"]);
+    let image = create_image(&src, &dir.path().join("acl.dwarfs"), &[]);
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let img = image.to_str().unwrap();
+    hoard_ok(&[
+        "mount",
+        img,
+        mnt.to_str().unwrap(),
+        "-o",
+        "allow_other,default_permissions",
+    ]);
+    let guard = FuseMount(mnt.clone());
+    let read_as_1234 = |f: &str| {
+        Command::new("setpriv")
+            .args(["--reuid=1234", "--regid=1234", "--clear-groups", "cat"])
+            .arg(mnt.join(f))
+            .output()
+            .unwrap()
+    };
+    let granted = read_as_1234("granted");
+    assert!(
+        granted.status.success() && granted.stdout == b"granted\n",
+        "{}",
+        String::from_utf8_lossy(&granted.stderr)
+    );
+    assert!(!read_as_1234("denied").status.success());
+    drop(guard);
+}

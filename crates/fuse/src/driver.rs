@@ -428,7 +428,14 @@ fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
 
 impl fuser::Filesystem for Driver {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let offered = config.capabilities() & WANTED;
+        // With default_permissions the kernel checks access; with POSIX
+        // ACLs it also honours the stored system.posix_acl_* attributes.
+        let wanted = if self.options.default_permissions {
+            WANTED.union(InitFlags::FUSE_POSIX_ACL)
+        } else {
+            WANTED
+        };
+        let offered = config.capabilities() & wanted;
         // Only flags the kernel offers are asked for, so this cannot fail.
         let _ = config.add_capabilities(offered);
         self.no_open =
