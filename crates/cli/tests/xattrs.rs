@@ -440,3 +440,37 @@ fn acls_are_enforced_on_a_mount_with_default_permissions() {
     assert!(!read_as_1234("denied").status.success());
     drop(guard);
 }
+
+#[test]
+fn another_user_extracts_the_user_attributes() {
+    let Some((dir, tree, _, _)) = setup() else {
+        return;
+    };
+    if !has_tool("setpriv") {
+        skipped("setpriv missing");
+        return;
+    }
+    // Read-only, with user and security attributes.
+    output_in(&tree, "chmod", &["444", "a.txt"]);
+    let image = create_image(&tree, &dir.path().join("x.dwarfs"), &[]);
+    let out = dir.path().join("user");
+    std::fs::create_dir(&out).unwrap();
+    output_in(dir.path(), "chown", &["1234:1234", "user"]);
+    let o = Command::new("setpriv")
+        .args(["--reuid=1234", "--regid=1234", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_hoard"))
+        .args(["extract", image.to_str().unwrap(), "-o"])
+        .arg(out.join("tree"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a = out.join("tree/a.txt");
+    assert_eq!(
+        xattr::get(&a, "user.color").unwrap().as_deref(),
+        Some(&b"blue"[..])
+    );
+    assert_eq!(xattr::get(&a, "security.selinux").unwrap(), None);
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&a).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o444);
+}

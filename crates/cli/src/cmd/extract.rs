@@ -5,9 +5,10 @@
 //! once), then links and special files, and last the owners, modes,
 //! extended attributes and times, deepest directories first so that
 //! nothing touches a directory after its time is set. Extended attributes
-//! come after the owner (a chown clears `security.capability`) and the
-//! mode (an ACL sets the group bits); as another user than root only
-//! `user.*` ones are restored.
+//! come after the owner (a chown clears `security.capability`); `user.*`
+//! ones before the mode (a read-only file takes none from a user other
+//! than root), the others after it (an ACL sets the group bits). As
+//! another user than root only `user.*` ones are restored.
 //!
 //! Nothing is written outside the output directory: names were checked by
 //! the tree walk, entries are created without following symlinks (an
@@ -357,20 +358,24 @@ impl Extractor<'_> {
         if self.restore_owners {
             std::os::unix::fs::lchown(&path, Some(st.uid), Some(st.gid)).context("chown")?;
         }
+        // `user.*` ones while the entry is still writable (a user other
+        // than root cannot set them on a read-only file).
+        self.set_xattrs(node, &path, true)?;
         if node.kind != FileKind::Symlink {
             fs::set_permissions(&path, fs::Permissions::from_mode(st.permissions()))
                 .context("chmod")?;
         }
-        self.set_xattrs(node, &path)?;
+        self.set_xattrs(node, &path, false)?;
         set_times(&path, &st).context("set times")
     }
 
-    fn set_xattrs(&self, node: &Node, path: &Path) -> Result<()> {
-        if self.xattrs == XattrRestore::None {
+    /// Restores the `user.*` attributes of `node` (`user`), or the others.
+    fn set_xattrs(&self, node: &Node, path: &Path, user: bool) -> Result<()> {
+        if self.xattrs == XattrRestore::None || (!user && self.xattrs == XattrRestore::User) {
             return Ok(());
         }
         for (name, value) in self.fs.xattrs(node.ino)? {
-            if self.xattrs == XattrRestore::User && !name.starts_with(b"user.") {
+            if name.starts_with(b"user.") != user {
                 continue;
             }
             let name = OsStr::from_bytes(name);
