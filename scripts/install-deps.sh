@@ -19,6 +19,8 @@ command -v setcap >/dev/null || need+=(libcap2-bin)
 command -v cpio >/dev/null || need+=(cpio)
 command -v unzip >/dev/null || need+=(unzip)
 command -v bsdtar >/dev/null || need+=(libarchive-tools)
+command -v zstd >/dev/null || need+=(zstd)
+command -v xz >/dev/null || need+=(xz-utils)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing: ${need[*]} (run as root to install them)" >&2
