@@ -11,6 +11,16 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 # libflac-sys builds libFLAC from source with cmake.
 command -v cmake >/dev/null || need+=(cmake)
 command -v fusermount3 >/dev/null || need+=(fuse3)
+# The extended-attribute tests set and read attributes, ACLs and capabilities.
+command -v setfattr >/dev/null || need+=(attr)
+command -v setfacl >/dev/null || need+=(acl)
+command -v setcap >/dev/null || need+=(libcap2-bin)
+# The archive tests unpack hoard's archives with the usual tools.
+command -v cpio >/dev/null || need+=(cpio)
+command -v unzip >/dev/null || need+=(unzip)
+command -v bsdtar >/dev/null || need+=(libarchive-tools)
+command -v zstd >/dev/null || need+=(zstd)
+command -v xz >/dev/null || need+=(xz-utils)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing: ${need[*]} (run as root to install them)" >&2

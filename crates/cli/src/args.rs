@@ -217,9 +217,14 @@ pub struct InfoArgs {
 pub struct ExtractArgs {
     #[command(flatten)]
     pub image: ImageArgs,
-    /// Directory to extract into (created if missing).
+    /// Directory to extract into (created if missing); with `--format`,
+    /// the archive file to write, or `-` for standard output.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
+    /// Write one archive instead of a tree: tar (pax), gnutar, cpio (newc)
+    /// or zip.
+    #[arg(short = 'f', long, value_enum)]
+    pub format: Option<crate::archive::Format>,
     /// Only extract entries matching these globs (`**` crosses directories;
     /// prefix `i:` for case-insensitive matching).
     #[arg(long = "pattern")]
@@ -236,6 +241,10 @@ pub struct ExtractArgs {
     /// Do not create fifos and sockets.
     #[arg(long)]
     pub skip_specials: bool,
+    /// Do not restore extended attributes (restored by default: all as
+    /// root, `user.*` ones otherwise).
+    #[arg(long)]
+    pub no_xattrs: bool,
     /// Worker threads (default: one per core).
     #[arg(short = 'n', long = "num-workers")]
     pub workers: Option<usize>,

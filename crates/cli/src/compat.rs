@@ -188,9 +188,13 @@ struct Dwarfsextract {
     /// The image file.
     #[arg(short = 'i', long = "input", required = true)]
     input: PathBuf,
-    /// Directory to extract into (default: the current directory).
-    #[arg(short = 'o', long = "output", default_value = ".")]
-    output: PathBuf,
+    /// Directory to extract into (default: the current directory); with
+    /// `--format`, the archive file (default: standard output).
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
+    /// Write an archive instead: tar (pax), gnutar, cpio (newc) or zip.
+    #[arg(short = 'f', long, value_enum)]
+    format: Option<crate::archive::Format>,
     /// Only extract entries matching these globs.
     #[arg(long = "pattern")]
     patterns: Vec<String>,
@@ -225,12 +229,16 @@ impl Dwarfsextract {
                 offset: self.offset,
                 cache_size: self.cache_size,
             },
-            output: self.output,
+            output: self
+                .output
+                .unwrap_or_else(|| PathBuf::from(if self.format.is_some() { "-" } else { "." })),
+            format: self.format,
             patterns: self.patterns,
             more_patterns: self.more_patterns,
             owners: false,
             skip_devices: self.skip_devices,
             skip_specials: self.skip_specials,
+            no_xattrs: false,
             workers: self.workers,
             continue_on_error: self.continue_on_error,
         })

@@ -5,6 +5,7 @@
 //! a symlink or copy of that name) it accepts those tools' common options
 //! instead.
 
+mod archive;
 mod args;
 mod checksum;
 mod cmd;

@@ -708,62 +708,6 @@ fn rewrite_recompresses_and_rebuilds_metadata() {
     assert!(ls.contains("-rw-------") && ls.contains("4321"), "{ls}");
 }
 
-/// Checks every entry below `src` against the image through the `dwarfs`
-/// crate, an independent reader.
-fn oracle_compare(
-    src: &Path,
-    rel: &[String],
-    index: &dwarfs::ArchiveIndex,
-    archive: &mut dwarfs::Archive<std::fs::File>,
-) {
-    use dwarfs::{AsChunks, InodeKind};
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let m = std::fs::symlink_metadata(src).unwrap();
-    let inode = index
-        .get_path(rel.iter().map(String::as_str))
-        .unwrap_or_else(|| panic!("dwarfs crate: {rel:?} missing"));
-    let meta = inode.metadata();
-    let what = format!("{rel:?}");
-    assert_eq!(
-        meta.file_type_mode().mode_bits(),
-        m.mode() & 0o7777,
-        "{what}: mode"
-    );
-    assert_eq!(
-        (meta.uid(), meta.gid()),
-        (m.uid(), m.gid()),
-        "{what}: owner"
-    );
-    assert_eq!(meta.mtime() as i64, m.mtime(), "{what}: mtime");
-    match inode.classify() {
-        InodeKind::Directory(dir) => {
-            let mut names: Vec<String> = std::fs::read_dir(src)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .collect();
-            names.sort();
-            let listed: Vec<String> = dir.entries().map(|e| e.name().to_string()).collect();
-            assert_eq!(listed, names, "{what}: entries");
-            for name in names {
-                let mut r = rel.to_vec();
-                r.push(name.clone());
-                oracle_compare(&src.join(&name), &r, index, archive);
-            }
-        }
-        InodeKind::File(f) => {
-            let data = f.read_to_vec(archive).unwrap();
-            assert!(data == std::fs::read(src).unwrap(), "{what}: contents");
-        }
-        InodeKind::Symlink(l) => {
-            let target = std::fs::read_link(src).unwrap();
-            assert_eq!(l.target(), target.to_str().unwrap(), "{what}: target");
-        }
-        InodeKind::Device(d) => assert_eq!(d.device_id(), m.rdev(), "{what}: rdev"),
-        InodeKind::Ipc(_) => assert!(m.file_type().is_fifo() || m.file_type().is_socket()),
-        other => panic!("{what}: unexpected kind {other:?}"),
-    }
-}
-
 #[test]
 fn the_dwarfs_crate_reads_our_images() {
     let dir = tempfile::tempdir().unwrap();

@@ -20,41 +20,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// Every stored time is a whole hour, so that every time resolution keeps it.
 const HOUR_BASE: i64 = 1_699_999_200;
-
-/// The DwarFS tools' folder, after `setup.sh` when they do not start;
-/// None (said on stderr) when `../shared` or the tools are missing.
-fn dwarfs_bin() -> Option<PathBuf> {
-    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let anchor = shared()?.join("anchors/dwarfs-0.15.3");
-        let bin = anchor.join("bin");
-        let starts = || {
-            Command::new(bin.join("dwarfsck"))
-                .arg("--help")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        };
-        if !starts() && anchor.join("setup.sh").exists() {
-            let setup = Command::new("sh").arg(anchor.join("setup.sh")).output();
-            eprintln!("note: ran setup.sh for the DwarFS tools: {setup:?}");
-        }
-        if starts() {
-            Some(bin)
-        } else {
-            eprintln!("note: DwarFS 0.15.3 tools not usable, skipping DwarFS compatibility tests");
-            None
-        }
-    })
-    .clone()
-}
-
-fn tool(name: &str) -> Command {
-    Command::new(dwarfs_bin().unwrap().join(name))
-}
 
 fn text(o: &Output) -> String {
     format!(
@@ -343,21 +312,6 @@ fn as_dwarfsextract_restores(manifest: &str, source: &str) -> String {
 }
 
 /// Unmounts a FUSE mount when dropped, whatever happened meanwhile.
-struct MountGuard(PathBuf);
-
-impl Drop for MountGuard {
-    fn drop(&mut self) {
-        let unmounted = Command::new("fusermount3")
-            .arg("-u")
-            .arg(&self.0)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !unmounted {
-            let _ = Command::new("fusermount3").arg("-uz").arg(&self.0).output();
-        }
-    }
-}
-
 /// The sha256 of every regular file of a manifest, by path.
 fn file_hashes(manifest: &str) -> BTreeMap<String, String> {
     manifest
@@ -442,7 +396,7 @@ fn dwarfs_reads(
     let mut c = tool("dwarfs");
     c.args([img, mnt.to_str().unwrap(), "-o", "ro,offset=auto"]);
     ok(c, "dwarfs mount")?;
-    let guard = MountGuard(mnt.clone());
+    let guard = FuseMount(mnt.clone());
     let diff = manifest_diff(&src.manifest, &manifest_of(&mnt), Compare::Mounted);
     drop(guard);
     if !diff.is_empty() {
@@ -468,7 +422,7 @@ fn hoard_reads(image: &Path, src: &Source, work: &Path) -> Result<(), String> {
     let mut c = hoard();
     c.args(["mount", img, mnt.to_str().unwrap(), "-o", "ro"]);
     ok(c, "hoard mount")?;
-    let guard = MountGuard(mnt.clone());
+    let guard = FuseMount(mnt.clone());
     let diff = manifest_diff(&src.manifest, &manifest_of(&mnt), Compare::Mounted);
     drop(guard);
     if !diff.is_empty() {

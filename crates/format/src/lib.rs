@@ -9,6 +9,8 @@
 //! * [`metadata`] — the decoded file-system metadata of format v2.0–v2.5,
 //!   with packed tables already unpacked.
 //! * [`history`] — the HISTORY section.
+//! * [`xattrs`] — hoard's extended-attribute table, a metadata field
+//!   DwarFS readers skip.
 //! * [`write`] — the encoders: thrift compact, frozen2, metadata with
 //!   DwarFS's packing options, FSST string tables, history.
 //!
@@ -23,5 +25,6 @@ pub mod metadata;
 pub mod section;
 pub mod thrift;
 pub mod write;
+pub mod xattrs;
 
 pub use error::{Error, Result};

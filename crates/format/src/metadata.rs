@@ -220,6 +220,8 @@ pub struct Metadata {
     pub large_hole_size: Option<Vec<u64>>,
     /// Sum of allocated (non-hole) sizes of all regular files.
     pub total_allocated_fs_size: Option<u64>,
+    /// Extended attributes (hoard's extension, see [`crate::xattrs`]).
+    pub xattrs: Option<Xattrs>,
     /// How the tables were stored.
     pub storage: Storage,
 }
@@ -232,6 +234,7 @@ const MAX_ITEMS: u64 = 1 << 28;
 
 use crate::frozen::{Schema, View};
 use crate::fsst::SymbolTable;
+use crate::xattrs::{Xattrs, XATTRS_FIELD};
 use crate::{corrupt, Result};
 
 fn u32_list(v: View<'_>) -> Result<Vec<u32>> {
@@ -485,6 +488,20 @@ impl Metadata {
             })
             .transpose()?;
 
+        let xattrs = f(XATTRS_FIELD)
+            .optional()?
+            .map(crate::xattrs::decode)
+            .transpose()?;
+        if let Some(x) = &xattrs {
+            if x.inode_sets.len() != inodes.len() {
+                return Err(corrupt!(
+                    "extended attributes name {} inodes, the image has {}",
+                    x.inode_sets.len(),
+                    inodes.len()
+                ));
+            }
+        }
+
         Ok(Metadata {
             chunks: f(1).list()?.map(MAX_ITEMS, |c| {
                 Ok(Chunk {
@@ -546,6 +563,7 @@ impl Metadata {
             hole_block_index: opt_u32(f(34))?,
             large_hole_size: f(35).optional()?.map(u64_list).transpose()?,
             total_allocated_fs_size: opt_u64(f(36))?,
+            xattrs,
             storage: Storage {
                 names: names_storage,
                 symlinks: symlinks_storage,

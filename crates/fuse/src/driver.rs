@@ -428,7 +428,14 @@ fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
 
 impl fuser::Filesystem for Driver {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let offered = config.capabilities() & WANTED;
+        // With default_permissions the kernel checks access; with POSIX
+        // ACLs it also honours the stored system.posix_acl_* attributes.
+        let wanted = if self.options.default_permissions {
+            WANTED.union(InitFlags::FUSE_POSIX_ACL)
+        } else {
+            WANTED
+        };
+        let offered = config.capabilities() & wanted;
         // Only flags the kernel offers are asked for, so this cannot fail.
         let _ = config.add_capabilities(offered);
         self.no_open =
@@ -598,7 +605,14 @@ impl fuser::Filesystem for Driver {
         let _t = Timer::new(&self.perf, Op::Xattr);
         let ino = image_ino(ino);
         if !self.xattr_names(ino).iter().any(|n| OsStr::new(n) == name) {
-            return reply.error(Errno::ENODATA);
+            // Not one of hoard's own: a stored attribute, if any.
+            return match self.fs.xattrs(ino) {
+                Ok(stored) => match stored.iter().find(|(n, _)| *n == name.as_bytes()) {
+                    Some((_, value)) => reply_xattr(reply, size, value),
+                    None => reply.error(Errno::ENODATA),
+                },
+                Err(e) => reply.error(errno(&e)),
+            };
         }
         let value = if name == XATTR_PID {
             Ok(std::process::id().to_string())
@@ -640,9 +654,20 @@ impl fuser::Filesystem for Driver {
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let _t = Timer::new(&self.perf, Op::Xattr);
+        let ino = image_ino(ino);
+        let own = self.xattr_names(ino);
+        let stored = match self.fs.xattrs(ino) {
+            Ok(s) => s,
+            Err(e) => return reply.error(errno(&e)),
+        };
         let mut list = Vec::new();
-        for n in self.xattr_names(image_ino(ino)) {
-            list.extend_from_slice(n.as_bytes());
+        // Stored attributes first; hoard's own win over a stored namesake.
+        let stored_names = stored
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| !own.iter().any(|o| o.as_bytes() == *n));
+        for n in stored_names.chain(own.iter().map(|o| o.as_bytes())) {
+            list.extend_from_slice(n);
             list.push(0);
         }
         reply_xattr(reply, size, &list);

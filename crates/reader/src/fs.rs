@@ -581,6 +581,23 @@ impl Filesystem {
         })
     }
 
+    /// The extended attributes (name, value) of inode `ino`, sorted by
+    /// name; none when the image stores none.
+    pub fn xattrs(&self, ino: u32) -> Result<Vec<(&[u8], &[u8])>> {
+        if ino >= self.layout.count {
+            return Err(corrupt!("inode {ino} out of range"));
+        }
+        match &self.tables.xattrs {
+            Some(x) => x.of(&self.tables.data, ino),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Whether the image stores extended attributes.
+    pub fn has_xattrs(&self) -> bool {
+        self.tables.xattrs.is_some()
+    }
+
     /// The target of symlink `ino`.
     pub fn readlink(&self, ino: u32) -> Result<&[u8]> {
         if ino < self.layout.symlinks || ino >= self.layout.files {

@@ -10,6 +10,7 @@ use crate::error::{corrupt, Result};
 use hoard_format::frozen::{IntField, List, Packed, Schema, View};
 use hoard_format::fsst::SymbolTable;
 use hoard_format::metadata::FsOptions;
+use hoard_format::xattrs::{XattrSets, XATTRS_FIELD};
 use std::borrow::Cow;
 use std::ops::Range;
 
@@ -266,6 +267,38 @@ pub(crate) struct Tables {
     pub(crate) block_categories: Vec<u32>,
     pub(crate) hole_block_index: Option<u32>,
     pub(crate) large_hole_size: Vec<u64>,
+    /// Extended attributes, when stored.
+    pub(crate) xattrs: Option<StoredXattrs>,
+}
+
+/// The extended attributes: the distinct sets decoded, the set of each
+/// inode read in place.
+#[derive(Debug)]
+pub(crate) struct StoredXattrs {
+    pub(crate) sets: XattrSets,
+    pub(crate) inode_sets: Column,
+}
+
+impl StoredXattrs {
+    fn open(table: View<'_>, inode_count: usize) -> Result<Self> {
+        let sets = hoard_format::xattrs::decode_sets(table)?;
+        let inode_sets = Column::stored(list(table.field(5))?)?;
+        if inode_sets.len() != inode_count {
+            return Err(corrupt!(
+                "extended attributes name {} inodes, the image has {inode_count}",
+                inode_sets.len()
+            ));
+        }
+        Ok(StoredXattrs { sets, inode_sets })
+    }
+
+    /// The attributes of inode `ino` (an inode number in range).
+    pub(crate) fn of<'a>(&'a self, data: &[u8], ino: u32) -> Result<Vec<(&'a [u8], &'a [u8])>> {
+        let set = self.inode_sets.get(data, ino as usize).unwrap_or(0);
+        self.sets
+            .get(set)
+            .ok_or_else(|| corrupt!("inode {ino}: extended attribute set {set} out of range"))
+    }
 }
 
 /// The list `v`, refused when longer than the decoder allows.
@@ -422,6 +455,10 @@ impl Tables {
                 .unwrap_or_default(),
             hole_block_index: f(34).optional()?.map(|x| x.u32()).transpose()?,
             large_hole_size,
+            xattrs: f(XATTRS_FIELD)
+                .optional()?
+                .map(|t| StoredXattrs::open(t, inode_count))
+                .transpose()?,
             data,
         })
     }

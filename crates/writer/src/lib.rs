@@ -3,8 +3,10 @@
 //! [`create`] runs the stages in order, data flowing one way, each a
 //! function of [`pipeline`] (named so in a profile):
 //!
-//! 1. `scan_input` — [`scan`] walks the input (in parallel) and applies
-//!    the [`filter`] rules;
+//! 1. `scan_input` — [`scan`] walks the input (in parallel), reads each
+//!    entry's extended attributes and applies the [`filter`] rules; for a
+//!    tar or cpio input, [`archive`] reads the stream instead, spooling
+//!    file contents;
 //! 2. `hash_contents` — [`dedupe`] reads every file once and groups equal
 //!    contents;
 //! 3. `categorize_contents` — with `--categorize`, [`categorize`] splits
@@ -20,6 +22,7 @@
 //! 7. `write_history`, then [`output`] renames the image file into place
 //!    when complete.
 
+pub mod archive;
 pub mod blocks;
 pub mod categorize;
 pub mod chmod;

@@ -19,14 +19,15 @@ use hoard_format::history::HistoryEntry;
 use hoard_format::section::{Compression, SectionType};
 use hoard_format::write::{encode_metadata, PackOptions};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// Everything `hoard create` can be told.
 #[derive(Debug)]
 pub struct CreateOptions {
-    /// The directory to pack.
+    /// The directory to pack, or a tar or cpio archive (`-`: standard
+    /// input).
     pub input: PathBuf,
     /// The image to write.
     pub output: PathBuf,
@@ -269,6 +270,8 @@ pub fn create(
     let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;
     let tree = scanned.tree;
+    // Spooled archive contents stay until the image is written.
+    let _spool = scanned.spool;
     let mut summary = Summary {
         counts: tree.counts(),
         warnings: scanned.warnings,
@@ -346,9 +349,24 @@ fn scan_input(
 ) -> Result<Scanned> {
     let mut scan_options = options.scan.clone();
     scan_options.exclude.extend(image.identity());
+    if scan_options.spool_dir.is_none() {
+        let dir = options
+            .output
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty());
+        scan_options.spool_dir = Some(dir.unwrap_or(Path::new(".")).to_path_buf());
+    }
     if let Ok(m) = std::fs::metadata(&options.output) {
         use std::os::unix::fs::MetadataExt;
         scan_options.exclude.push((m.dev(), m.ino()));
+    }
+    if crate::archive::is_archive(&options.input) {
+        return crate::archive::scan_archive(
+            &options.input,
+            &scan_options,
+            options.filter.as_ref(),
+            progress,
+        );
     }
     scan(
         &options.input,

@@ -1,5 +1,7 @@
 //! Stage 1: walk the input directory (subdirectories in parallel) and build
-//! the [`Tree`]. Nothing is read but directory listings and `lstat`.
+//! the [`Tree`]. Nothing is read but directory listings, `lstat` and the
+//! extended attributes (`llistxattr`, then `lgetxattr` for each name the
+//! options select).
 //!
 //! Unreadable or vanishing entries are reported as warnings and left out;
 //! the image stays valid. Hard links between regular files become one
@@ -8,6 +10,7 @@
 use crate::filter::Filter;
 use crate::tree::{Attrs, Entry, File, Kind, Time, Tree};
 use crate::{Error, Result};
+use hoard_format::xattrs::Xattr;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -33,6 +36,25 @@ pub struct ScanOptions {
     /// Only these paths (relative to the input, `/`-separated) and the
     /// directories leading to them (`--input-list`).
     pub only: Option<InputList>,
+    /// Leave out extended attributes (`--no-xattrs`).
+    pub no_xattrs: bool,
+    /// Keep only the extended attributes whose names match
+    /// (`--xattr-filter`).
+    pub xattr_filter: Option<regex::Regex>,
+    /// Where an archive input's file contents are spooled (`$TMPDIR` when
+    /// `None`; `create` uses the image's directory).
+    pub spool_dir: Option<PathBuf>,
+}
+
+/// Parses a `--xattr-filter` pattern (a regular expression the names of
+/// the attributes to keep must match).
+pub fn xattr_filter(pattern: &str) -> Result<regex::Regex> {
+    regex::Regex::new(pattern).map_err(|e| {
+        // The library's message spans lines; its last one says what is wrong.
+        let text = e.to_string();
+        let why = text.lines().last().unwrap_or_default().trim();
+        Error::Input(format!("--xattr-filter '{pattern}': {why}"))
+    })
 }
 
 /// The paths named by `--input-list`, with every directory above them.
@@ -65,7 +87,7 @@ impl InputList {
         InputList { paths }
     }
 
-    fn contains(&self, path: &[u8]) -> bool {
+    pub(crate) fn contains(&self, path: &[u8]) -> bool {
         self.paths.contains(path)
     }
 }
@@ -86,6 +108,9 @@ pub struct Scanned {
     pub tree: Tree,
     /// One line per entry that was left out because of an error.
     pub warnings: Vec<String>,
+    /// Where an archive input's file contents were spooled; it must live
+    /// as long as the build reads them.
+    pub spool: Option<tempfile::TempDir>,
 }
 
 /// A scanned directory entry, before it is numbered.
@@ -97,6 +122,8 @@ struct Node {
     children: Option<Vec<Node>>,
     /// Target, for symlinks.
     target: Option<Vec<u8>>,
+    /// Extended attributes.
+    xattrs: Vec<Xattr>,
 }
 
 struct Walker<'a> {
@@ -137,6 +164,45 @@ impl Walker<'_> {
             .collect()
     }
 
+    /// The extended attributes of `path` (not following a symlink) that
+    /// the options select. A file system without them gives none; other
+    /// errors are warnings.
+    fn xattrs(&self, path: &Path) -> Vec<Xattr> {
+        if self.options.no_xattrs {
+            return Vec::new();
+        }
+        let unsupported = |e: &std::io::Error| e.raw_os_error() == Some(libc::EOPNOTSUPP);
+        let names = match xattr::list(path) {
+            Ok(n) => n,
+            Err(e) if unsupported(&e) => return Vec::new(),
+            Err(e) => {
+                self.warn(path, format_args!("extended attributes: {e}"));
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for name in names {
+            let selected = self
+                .options
+                .xattr_filter
+                .as_ref()
+                .is_none_or(|re| re.is_match(&name.to_string_lossy()));
+            if !selected {
+                continue;
+            }
+            match xattr::get(path, &name) {
+                Ok(Some(value)) => out.push((name.into_vec(), value)),
+                // Removed since it was listed.
+                Ok(None) => {}
+                Err(e) => self.warn(
+                    path,
+                    format_args!("extended attribute {}: {e}", name.to_string_lossy()),
+                ),
+            }
+        }
+        out
+    }
+
     fn node(&self, dir: &Path, dir_rel: &[u8], name: OsString) -> Option<Node> {
         let path = dir.join(&name);
         let meta = match std::fs::symlink_metadata(&path) {
@@ -169,12 +235,14 @@ impl Walker<'_> {
             }
         }
         self.progress.entries.fetch_add(1, Ordering::Relaxed);
+        let xattrs = self.xattrs(&path);
         let mut node = Node {
             name,
             path,
             meta,
             children: None,
             target: None,
+            xattrs,
         };
         if ft.is_dir() {
             let children = self.list(&node.path, &rel);
@@ -252,6 +320,7 @@ impl Builder {
             parent,
             kind,
             attrs: attrs(&node.meta),
+            xattrs: node.xattrs,
         });
         if let Some(children) = node.children {
             let ids: Vec<usize> = children.into_iter().map(|c| self.add(c, index)).collect();
@@ -308,6 +377,7 @@ pub fn scan(
         meta,
         children: Some(children),
         target: None,
+        xattrs: walker.xattrs(root),
     };
     let mut builder = Builder::default();
     builder.add(root_node, 0);
@@ -325,5 +395,6 @@ pub fn scan(
             .warnings
             .into_inner()
             .unwrap_or_else(|p| p.into_inner()),
+        spool: None,
     })
 }

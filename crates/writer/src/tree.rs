@@ -67,6 +67,8 @@ pub struct Entry {
     pub kind: Kind,
     /// Owner, permissions and times.
     pub attrs: Attrs,
+    /// Extended attributes (name, value), in any order.
+    pub xattrs: Vec<hoard_format::xattrs::Xattr>,
 }
 
 /// One regular file (an inode: hard links share it).

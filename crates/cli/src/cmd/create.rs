@@ -144,6 +144,12 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.scan.with_devices = args.with_devices;
     o.scan.with_specials = args.with_specials;
     o.scan.remove_empty_dirs = args.remove_empty_dirs;
+    o.scan.no_xattrs = args.no_xattrs;
+    o.scan.xattr_filter = args
+        .xattr_filter
+        .as_deref()
+        .map(hoard_writer::scan::xattr_filter)
+        .transpose()?;
     o.sparse = !args.no_sparse_files;
     if let Some(list) = &args.input_list {
         let text = if list.as_os_str() == "-" {
@@ -207,14 +213,24 @@ fn debug_filter(args: &CreateArgs, filter: Option<Filter>) -> Result<u8> {
     let scan_options = hoard_writer::scan::ScanOptions {
         with_devices: args.with_devices,
         with_specials: args.with_specials,
+        no_xattrs: true,
         ..Default::default()
     };
-    hoard_writer::scan::scan(
-        &args.input,
-        &scan_options,
-        Some(&filter),
-        &Default::default(),
-    )?;
+    if hoard_writer::archive::is_archive(&args.input) {
+        hoard_writer::archive::scan_archive(
+            &args.input,
+            &scan_options,
+            Some(&filter),
+            &Default::default(),
+        )?;
+    } else {
+        hoard_writer::scan::scan(
+            &args.input,
+            &scan_options,
+            Some(&filter),
+            &Default::default(),
+        )?;
+    }
     for d in filter.decisions() {
         let slash = if d.is_dir { "/" } else { "" };
         let sign = if d.included { '+' } else { '-' };

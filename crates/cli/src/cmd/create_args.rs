@@ -6,7 +6,8 @@ use std::path::PathBuf;
 /// `hoard create` / `mkdwarfs`.
 #[derive(Debug, Clone, Args)]
 pub struct CreateArgs {
-    /// Directory to pack.
+    /// Directory to pack, or a tar or cpio archive (plain, gzip, zstd or
+    /// xz; `-` for standard input).
     #[arg(short = 'i', long = "input")]
     pub input: PathBuf,
     /// Image file to write.
@@ -88,6 +89,14 @@ pub struct CreateArgs {
     /// Include fifos and sockets.
     #[arg(long)]
     pub with_specials: bool,
+    /// Leave out extended attributes (stored by default: every name the
+    /// system lets hoard read, ACLs and capabilities included).
+    #[arg(long)]
+    pub no_xattrs: bool,
+    /// Keep only the extended attributes whose names match this regular
+    /// expression (e.g. `^user\.` or `^(security|system)\.`).
+    #[arg(long, value_name = "REGEX")]
+    pub xattr_filter: Option<String>,
     /// Store sparse files' holes as data.
     #[arg(long)]
     pub no_sparse_files: bool,

@@ -2,9 +2,13 @@
 //!
 //! Directories are made first, then file contents are written in parallel in
 //! the order their data is stored (so each block is decompressed about
-//! once), then links and special files, and last the owners, modes and
-//! times, deepest directories first so that nothing touches a directory
-//! after its time is set.
+//! once), then links and special files, and last the owners, modes,
+//! extended attributes and times, deepest directories first so that
+//! nothing touches a directory after its time is set. Extended attributes
+//! come after the owner (a chown clears `security.capability`); `user.*`
+//! ones before the mode (a read-only file takes none from a user other
+//! than root), the others after it (an ACL sets the group bits). As
+//! another user than root only `user.*` ones are restored.
 //!
 //! Nothing is written outside the output directory: names were checked by
 //! the tree walk, entries are created without following symlinks (an
@@ -32,6 +36,9 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
     let patterns: Vec<&String> = args.patterns.iter().chain(&args.more_patterns).collect();
     let filter = build_filter(&patterns)?;
     let nodes = select(walk::walk(&fs, fs.root(), b"")?, filter.as_ref());
+    if let Some(format) = args.format {
+        return write_archive(&fs, &nodes, format, args);
+    }
     let extractor = Extractor {
         fs: &fs,
         root: args.output.clone(),
@@ -39,6 +46,11 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
         can_make_devices: is_root() && !args.skip_devices,
         skip_devices: args.skip_devices,
         skip_specials: args.skip_specials,
+        xattrs: match (args.no_xattrs, is_root()) {
+            (true, _) => XattrRestore::None,
+            (false, true) => XattrRestore::All,
+            (false, false) => XattrRestore::User,
+        },
         continue_on_error: args.continue_on_error,
         errors: Mutex::new(Vec::new()),
     };
@@ -48,6 +60,55 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
         eprintln!("hoard: {e}");
     }
     Ok(if errors.is_empty() { 0 } else { 2 })
+}
+
+/// Writes `nodes` as one archive to the output file (through a temporary
+/// file renamed into place when complete) or to standard output (`-`).
+fn write_archive(
+    fs: &Filesystem,
+    nodes: &[Node],
+    format: crate::archive::Format,
+    args: &ExtractArgs,
+) -> Result<u8> {
+    let with_xattrs = !args.no_xattrs;
+    let notes = if args.output.as_os_str() == "-" {
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+        let notes = crate::archive::write(fs, nodes, format, with_xattrs, &mut out)?;
+        out.flush().context("standard output")?;
+        notes
+    } else {
+        let path = &args.output;
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let context = || format!("cannot write archive '{}'", path.display());
+        let tmp = tempfile::Builder::new()
+            .prefix(".hoard-")
+            .tempfile_in(dir)
+            .with_context(context)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
+        let notes = crate::archive::write(fs, nodes, format, with_xattrs, &mut out)
+            .with_context(context)?;
+        out.flush().with_context(context)?;
+        drop(out);
+        // A temporary file is private; the archive gets the usual mode.
+        // SAFETY: umask has no preconditions; it is set back at once.
+        let umask = unsafe {
+            let m = libc::umask(0o022);
+            libc::umask(m);
+            m
+        };
+        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o666 & !umask))
+            .with_context(context)?;
+        tmp.persist(path).with_context(context)?;
+        notes
+    };
+    for n in &notes {
+        eprintln!("hoard: {n}");
+    }
+    Ok(0)
 }
 
 fn build_filter(patterns: &[&String]) -> Result<Option<GlobSet>> {
@@ -108,8 +169,18 @@ struct Extractor<'a> {
     can_make_devices: bool,
     skip_devices: bool,
     skip_specials: bool,
+    xattrs: XattrRestore,
     continue_on_error: bool,
     errors: Mutex<Vec<String>>,
+}
+
+/// Which extended attributes `extract` restores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum XattrRestore {
+    None,
+    /// Only `user.*` (what a user other than root may set).
+    User,
+    All,
 }
 
 impl Extractor<'_> {
@@ -287,11 +358,31 @@ impl Extractor<'_> {
         if self.restore_owners {
             std::os::unix::fs::lchown(&path, Some(st.uid), Some(st.gid)).context("chown")?;
         }
+        // `user.*` ones while the entry is still writable (a user other
+        // than root cannot set them on a read-only file).
+        self.set_xattrs(node, &path, true)?;
         if node.kind != FileKind::Symlink {
             fs::set_permissions(&path, fs::Permissions::from_mode(st.permissions()))
                 .context("chmod")?;
         }
+        self.set_xattrs(node, &path, false)?;
         set_times(&path, &st).context("set times")
+    }
+
+    /// Restores the `user.*` attributes of `node` (`user`), or the others.
+    fn set_xattrs(&self, node: &Node, path: &Path, user: bool) -> Result<()> {
+        if self.xattrs == XattrRestore::None || (!user && self.xattrs == XattrRestore::User) {
+            return Ok(());
+        }
+        for (name, value) in self.fs.xattrs(node.ino)? {
+            if name.starts_with(b"user.") != user {
+                continue;
+            }
+            let name = OsStr::from_bytes(name);
+            xattr::set(path, name, value)
+                .with_context(|| format!("extended attribute {}", name.to_string_lossy()))?;
+        }
+        Ok(())
     }
 }
 

@@ -231,6 +231,12 @@ fn collect(fs: &Filesystem) -> Result<Value> {
         "features": meta.features.clone().unwrap_or_default(),
         "categories": names,
         "sparse_files": meta.hole_block_index.is_some(),
+        "xattrs": meta.xattrs.as_ref().map(|x| json!({
+            "inodes": x.inodes_with_xattrs(),
+            "sets": x.sets.sets.len() - 1,
+            "names": x.sets.names.len(),
+            "values": x.sets.values.len(),
+        })),
         "created_by": meta.dwarfs_version,
         "created_at": meta.create_timestamp,
         "history": history(fs),
@@ -301,6 +307,7 @@ fn print_text(info: &Value) {
         ("inodes", "inodes"),
         ("packed", "packed"),
         ("metadata tables", "metadata_tables"),
+        ("extended attributes", "xattrs"),
     ] {
         if let Value::Object(map) = &info[key] {
             println!("{label}:");

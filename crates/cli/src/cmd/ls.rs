@@ -60,8 +60,14 @@ fn long_line(fs: &Filesystem, node: &Node) -> Result<String> {
         ),
         _ => st.size.to_string(),
     };
+    // `@` after the mode marks entries with extended attributes.
+    let xattrs = if fs.xattrs(node.ino)?.is_empty() {
+        ""
+    } else {
+        "@"
+    };
     let mut line = format!(
-        "{} {:>3} {:>5} {:>5} {:>10} {} {}",
+        "{}{xattrs} {:>3} {:>5} {:>5} {:>10} {} {}",
         mode_string(&st),
         st.nlink,
         st.uid,

@@ -2,8 +2,9 @@
 //! images are, how to run the `hoard` binary, and manifest comparison.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 #[allow(unused_imports)]
 pub use hoard_testdata::{image, images, images_with_manifest, shared, skipped};
@@ -174,4 +175,108 @@ pub fn noise(n: usize, seed: u64) -> Vec<u8> {
             s as u8
         })
         .collect()
+}
+
+/// The DwarFS tools' folder, after `setup.sh` when they do not start;
+/// None (said on stderr) when `../shared` or the tools are missing.
+pub fn dwarfs_bin() -> Option<PathBuf> {
+    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let anchor = shared()?.join("anchors/dwarfs-0.15.3");
+        let bin = anchor.join("bin");
+        let starts = || {
+            Command::new(bin.join("dwarfsck"))
+                .arg("--help")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if !starts() && anchor.join("setup.sh").exists() {
+            let setup = Command::new("sh").arg(anchor.join("setup.sh")).output();
+            eprintln!("note: ran setup.sh for the DwarFS tools: {setup:?}");
+        }
+        if starts() {
+            Some(bin)
+        } else {
+            eprintln!("note: DwarFS 0.15.3 tools not usable, skipping DwarFS compatibility tests");
+            None
+        }
+    })
+    .clone()
+}
+
+/// A command running DwarFS tool `name` (when [`dwarfs_bin`] found them).
+pub fn tool(name: &str) -> Command {
+    Command::new(dwarfs_bin().unwrap().join(name))
+}
+
+/// Unmounts a FUSE mount (lazily if it is busy) when dropped.
+pub struct FuseMount(pub std::path::PathBuf);
+
+impl Drop for FuseMount {
+    fn drop(&mut self) {
+        let unmounted = Command::new("fusermount3")
+            .arg("-u")
+            .arg(&self.0)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !unmounted {
+            let _ = Command::new("fusermount3").arg("-uz").arg(&self.0).output();
+        }
+    }
+}
+
+/// Checks every entry below `src` against the image through the `dwarfs`
+/// crate, an independent reader.
+pub fn oracle_compare(
+    src: &Path,
+    rel: &[String],
+    index: &dwarfs::ArchiveIndex,
+    archive: &mut dwarfs::Archive<std::fs::File>,
+) {
+    use dwarfs::{AsChunks, InodeKind};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::symlink_metadata(src).unwrap();
+    let inode = index
+        .get_path(rel.iter().map(String::as_str))
+        .unwrap_or_else(|| panic!("dwarfs crate: {rel:?} missing"));
+    let meta = inode.metadata();
+    let what = format!("{rel:?}");
+    assert_eq!(
+        meta.file_type_mode().mode_bits(),
+        m.mode() & 0o7777,
+        "{what}: mode"
+    );
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (m.uid(), m.gid()),
+        "{what}: owner"
+    );
+    assert_eq!(meta.mtime() as i64, m.mtime(), "{what}: mtime");
+    match inode.classify() {
+        InodeKind::Directory(dir) => {
+            let mut names: Vec<String> = std::fs::read_dir(src)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            let listed: Vec<String> = dir.entries().map(|e| e.name().to_string()).collect();
+            assert_eq!(listed, names, "{what}: entries");
+            for name in names {
+                let mut r = rel.to_vec();
+                r.push(name.clone());
+                oracle_compare(&src.join(&name), &r, index, archive);
+            }
+        }
+        InodeKind::File(f) => {
+            let data = f.read_to_vec(archive).unwrap();
+            assert!(data == std::fs::read(src).unwrap(), "{what}: contents");
+        }
+        InodeKind::Symlink(l) => {
+            let target = std::fs::read_link(src).unwrap();
+            assert_eq!(l.target(), target.to_str().unwrap(), "{what}: target");
+        }
+        InodeKind::Device(d) => assert_eq!(d.device_id(), m.rdev(), "{what}: rdev"),
+        InodeKind::Ipc(_) => assert!(m.file_type().is_fifo() || m.file_type().is_socket()),
+        other => panic!("{what}: unexpected kind {other:?}"),
+    }
 }

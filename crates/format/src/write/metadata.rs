@@ -6,6 +6,7 @@
 use super::frozen::{freeze, FreezeError, Frozen};
 use super::fsst::Encoder;
 use crate::metadata::{FsOptions, Metadata};
+use crate::xattrs::XATTRS_FIELD;
 use std::collections::BTreeMap;
 
 /// How tables are stored (`mkdwarfs --pack-metadata`).
@@ -366,6 +367,10 @@ pub fn encode_metadata(
         (34, opt(meta.hole_block_index.map(u))),
         (35, opt(meta.large_hole_size.as_deref().map(Frozen::uints))),
         (36, opt(meta.total_allocated_fs_size.map(u))),
+        (
+            XATTRS_FIELD,
+            opt(meta.xattrs.as_ref().map(crate::xattrs::to_frozen)),
+        ),
     ]);
     if pack.plain {
         root.insert(10, strings(&meta.names));

@@ -6,7 +6,8 @@
 //! own: [`inodes`] numbers directories and inodes, [`names`] builds the
 //! directory, name, symlink and device tables, [`chunks`] the chunk and
 //! shared-file tables and the size totals, [`attrs`] the owner, mode and
-//! time tables and the file-system options.
+//! time tables and the file-system options; [`xattrs`] interns the
+//! extended attributes of every inode.
 
 mod attrs;
 mod chunks;
@@ -21,6 +22,7 @@ use crate::tree::Tree;
 use attrs::AttrTables;
 use chunks::{ChunkTables, Totals};
 use hoard_format::metadata::Metadata;
+use hoard_format::xattrs::{Xattrs, XattrsBuilder};
 use inodes::{ContentIndex, DirWalk, Inodes};
 use names::{DirTables, LinkTables};
 use std::collections::BTreeSet;
@@ -37,6 +39,16 @@ pub struct Inputs<'a> {
     pub blocks: u32,
     /// Block size.
     pub block_size: u32,
+}
+
+/// The extended attributes of every inode (those of a hard-linked file's
+/// first entry), or `None` when no inode has any.
+fn xattrs(tree: &Tree, inodes: &Inodes) -> Option<Xattrs> {
+    let mut builder = XattrsBuilder::default();
+    for &e in &inodes.entries {
+        builder.push(&tree.entries[e].xattrs);
+    }
+    builder.finish()
 }
 
 /// Builds the metadata.
@@ -57,6 +69,7 @@ pub fn build(inputs: &Inputs<'_>, options: &AttrOptions) -> Metadata {
     let totals = Totals::sum(tree, &inodes, &contents, &chunks);
     let attrs = AttrTables::build(tree, &inodes, options);
     let sparse = chunks.any_hole;
+    let xattrs = xattrs(tree, &inodes);
     Metadata {
         block_size: inputs.block_size,
         names: dirs.names,
@@ -83,6 +96,7 @@ pub fn build(inputs: &Inputs<'_>, options: &AttrOptions) -> Metadata {
         options: Some(attrs.fs_options),
         create_timestamp: options.create_timestamp,
         dwarfs_version: Some(format!("hoard {}", env!("CARGO_PKG_VERSION"))),
+        xattrs,
         ..Metadata::default()
     }
 }

@@ -1,0 +1,611 @@
+//! `hoard extract --format`: an image written as tar (pax), GNU tar, cpio
+//! and zip, to a file and to a pipe, unpacked by the usual tools (GNU tar,
+//! GNU cpio, bsdtar, unzip) and compared with the image by `hoard diff`:
+//! long names and link targets, hard links, a fifo, a device (as root),
+//! modes, owners, times, nanosecond times (pax), extended attributes (pax),
+//! sparse files (pax, GNU format 1.0), `--pattern`, and `dwarfsextract -f`.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Size of the sparse file: data in the middle, holes around it.
+const SPARSE_SIZE: u64 = 8 << 20;
+
+/// Asserts that `file` came out sparse (holes, not zeros).
+fn assert_sparse(file: &Path, what: &str) {
+    let m = std::fs::metadata(file).unwrap();
+    assert_eq!(m.len(), SPARSE_SIZE, "{what}");
+    let allocated = std::os::unix::fs::MetadataExt::blocks(&m) * 512;
+    assert!(allocated < 1 << 20, "{what}: {allocated} bytes allocated");
+}
+
+/// Every stored time: whole seconds, so every format keeps them.
+const TIME: &str = "@1699999200";
+
+fn has_tool(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn sh(dir: &Path, script: &str) {
+    let o = Command::new("sh")
+        .args(["-ec", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A tree with what archives find hard: names past 100 and 255 bytes, a
+/// long symlink target, hard links, a fifo, a device (as root), a UTF-8
+/// name, setuid and private modes, an empty file, a multi-block file.
+fn tree(root: &Path) -> PathBuf {
+    let long_dir = "d".repeat(120);
+    let long_name = "n".repeat(200);
+    std::fs::create_dir_all(root.join(&long_dir).join("sub")).unwrap();
+    std::fs::create_dir_all(root.join("plain/empty-dir")).unwrap();
+    std::fs::write(root.join(&long_dir).join("sub").join(&long_name), b"deep\n").unwrap();
+    std::fs::write(root.join("plain/big.bin"), noise(3 << 20, 5)).unwrap();
+    std::fs::write(root.join("plain/empty"), b"").unwrap();
+    std::fs::write(root.join("plain/grüße.txt"), b"utf-8\n").unwrap();
+    std::fs::write(root.join("plain/setuid"), b"#!/bin/sh\n").unwrap();
+    std::fs::write(root.join("plain/private"), b"secret\n").unwrap();
+    std::fs::write(root.join("linked"), b"two names\n").unwrap();
+    let sparse = std::fs::File::create(root.join("plain/sparse")).unwrap();
+    sparse.set_len(SPARSE_SIZE).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&sparse, b"in the middle", SPARSE_SIZE / 2).unwrap();
+    std::fs::hard_link(root.join("linked"), root.join("plain/linked-too")).unwrap();
+    std::os::unix::fs::symlink("t".repeat(150), root.join("long-link")).unwrap();
+    std::os::unix::fs::symlink("plain/empty", root.join("short-link")).unwrap();
+    let mut script = format!(
+        "chmod 4755 plain/setuid; chmod 600 plain/private; mkfifo fifo; \
+         find . -exec touch -h -d {TIME} {{}} +"
+    );
+    if is_root() {
+        script = format!("mknod null-dev c 1 3; chown 1234:5678 plain/private; {script}");
+    }
+    sh(root, &script);
+    root.to_path_buf()
+}
+
+/// `hoard diff IMAGE DIR [--ignore FIELDS]`: the differences, empty when
+/// the same.
+fn differences(image: &Path, dir: &Path, ignore: &str) -> String {
+    let mut args = vec!["diff", image.to_str().unwrap(), dir.to_str().unwrap()];
+    if !ignore.is_empty() {
+        args.extend(["--ignore", ignore]);
+    }
+    let o = run(&args);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        matches!(o.status.code(), Some(0 | 1)),
+        "hoard diff: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The output directory's own time is the unpacker's business.
+    out.lines()
+        .filter(|l| !l.starts_with("differs: .: "))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// Writes `image` as `format` to a file (or through a pipe when `file` is
+/// `None`) and unpacks it into a new directory `to` with `unpack` (a shell
+/// command reading the archive on standard input).
+fn unpack(image: &Path, format: &str, file: Option<&Path>, unpack: &str, to: &Path) {
+    std::fs::create_dir(to).unwrap();
+    let img = image.to_str().unwrap();
+    let archive = match file {
+        Some(f) => {
+            let o = run(&[
+                "extract",
+                img,
+                "--format",
+                format,
+                "-o",
+                f.to_str().unwrap(),
+            ]);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            std::fs::read(f).unwrap()
+        }
+        None => {
+            let o = run(&["extract", img, "--format", format, "-o", "-"]);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            o.stdout
+        }
+    };
+    let mut child = Command::new("sh")
+        .args(["-ec", unpack])
+        .current_dir(to)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&archive).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{unpack}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = tree(&dir.path().join("src"));
+    let image = create_image(
+        &src,
+        &dir.path().join("x.dwarfs"),
+        &["--with-devices", "--with-specials"],
+    );
+    assert_eq!(differences(&image, &src, ""), "", "the image itself");
+    (dir, image)
+}
+
+#[test]
+fn tar_archives_unpack_to_the_image_tree() {
+    let (dir, image) = setup();
+    let d = dir.path();
+    unpack(&image, "tar", None, "tar -xpf -", &d.join("pax"));
+    assert_eq!(
+        differences(&image, &d.join("pax"), ""),
+        "",
+        "pax via GNU tar"
+    );
+    assert_sparse(&d.join("pax/plain/sparse"), "pax via GNU tar");
+    let gnu = d.join("x.gnutar");
+    unpack(&image, "gnutar", Some(&gnu), "tar -xpf -", &d.join("gnu"));
+    assert_eq!(
+        differences(&image, &d.join("gnu"), ""),
+        "",
+        "gnutar via GNU tar"
+    );
+    let listing = Command::new("tar").arg("-tvf").arg(&gnu).output().unwrap();
+    assert!(String::from_utf8_lossy(&listing.stdout).contains(&"n".repeat(200)));
+    if has_tool("bsdtar") {
+        unpack(&image, "tar", None, "bsdtar -xpf -", &d.join("pax-bsd"));
+        assert_eq!(
+            differences(&image, &d.join("pax-bsd"), ""),
+            "",
+            "pax via bsdtar"
+        );
+        assert_sparse(&d.join("pax-bsd/plain/sparse"), "pax via bsdtar");
+    } else {
+        skipped("bsdtar missing (libarchive-tools)");
+    }
+}
+
+#[test]
+fn cpio_and_zip_archives_unpack_to_the_image_tree() {
+    let (dir, image) = setup();
+    let d = dir.path();
+    if has_tool("cpio") {
+        unpack(&image, "cpio", None, "cpio -idm --quiet", &d.join("cpio"));
+        // GNU cpio sets no symlink times, and directory times before it
+        // fills the directories.
+        assert_eq!(
+            differences(&image, &d.join("cpio"), "mtime,mtime_ns"),
+            "",
+            "cpio via GNU cpio"
+        );
+    } else {
+        skipped("GNU cpio missing");
+    }
+    if has_tool("bsdtar") {
+        let f = d.join("x.cpio");
+        unpack(
+            &image,
+            "cpio",
+            Some(&f),
+            "bsdtar -xpf -",
+            &d.join("cpio-bsd"),
+        );
+        assert_eq!(
+            differences(&image, &d.join("cpio-bsd"), ""),
+            "",
+            "cpio via bsdtar"
+        );
+    }
+    if has_tool("unzip") {
+        let f = d.join("x.zip");
+        unpack(&image, "zip", Some(&f), "unzip -q ../x.zip", &d.join("zip"));
+        let o = run(&[
+            "extract",
+            image.to_str().unwrap(),
+            "--format",
+            "zip",
+            "-o",
+            "-",
+        ]);
+        let notes = String::from_utf8_lossy(&o.stderr);
+        assert!(notes.contains("fifo: zip holds only"), "{notes}");
+        // zip has no owners, fifos, devices or hard links, and unzip sets
+        // no symlink times.
+        let diff = differences(&image, &d.join("zip"), "uid,gid,nlink,link");
+        let allowed = [
+            "only in first: fifo",
+            "only in first: null-dev",
+            "differs: long-link: mtime ",
+            "differs: short-link: mtime ",
+        ];
+        for line in diff.lines() {
+            assert!(
+                allowed.iter().any(|a| line.starts_with(a)),
+                "zip via unzip: {line}\n{diff}"
+            );
+        }
+        let m = std::fs::metadata(d.join("zip/plain/big.bin")).unwrap();
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::mtime(&m),
+            1_699_999_200,
+            "zip: file time"
+        );
+    } else {
+        skipped("unzip missing");
+    }
+}
+
+#[test]
+fn patterns_and_dwarfsextract_select_what_is_archived() {
+    let (dir, image) = setup();
+    let o = run(&[
+        "extract",
+        image.to_str().unwrap(),
+        "--format=gnutar",
+        "-o",
+        "-",
+        "--pattern",
+        "plain/*.txt",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.path().join("listed.tar");
+    std::fs::write(&out, &o.stdout).unwrap();
+    let list = Command::new("tar").arg("-tf").arg(&out).output().unwrap();
+    let names = String::from_utf8(list.stdout).unwrap();
+    assert_eq!(names, "./\nplain\nplain/grüße.txt\n");
+
+    let bin = dir.path().join("dwarfsextract");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_hoard"), &bin).unwrap();
+    let o = Command::new(&bin)
+        .args(["-i", image.to_str().unwrap(), "-f", "newc"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stdout.starts_with(b"070701"), "a newc archive on stdout");
+    assert!(o.stdout.windows(10).any(|w| w == b"TRAILER!!!"));
+
+    // A failed write leaves nothing behind and says so in one line.
+    let missing = dir.path().join("no/such/dir/x.tar");
+    let o = run(&[
+        "extract",
+        image.to_str().unwrap(),
+        "--format=tar",
+        "-o",
+        missing.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!missing.exists());
+}
+
+#[test]
+fn pax_archives_carry_nanoseconds_and_extended_attributes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("f"), b"attributes\n").unwrap();
+    let xattrs = xattr::set(src.join("f"), "user.archive", b"kept\0binary").is_ok();
+    if !xattrs {
+        skipped("the temporary directory stores no user.* attributes");
+    }
+    sh(&src, "touch -d '2023-11-14 22:00:00.123456789' f");
+    let image = create_image(
+        &src,
+        &dir.path().join("x.dwarfs"),
+        &["--time-resolution=ns"],
+    );
+    let out = dir.path().join("out");
+    unpack(
+        &image,
+        "tar",
+        None,
+        "tar --xattrs --xattrs-include='*' -xpf -",
+        &out,
+    );
+    assert_eq!(differences(&image, &out, ""), "");
+    let m = std::fs::metadata(out.join("f")).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::mtime_nsec(&m), 123_456_789);
+    if xattrs {
+        assert_eq!(
+            xattr::get(out.join("f"), "user.archive")
+                .unwrap()
+                .as_deref(),
+            Some(&b"kept\0binary"[..])
+        );
+    }
+}
+
+// ------------------------------------------------------------ archives in
+
+/// `hoard create` with `input` (a path or `-` with `stdin`), the options
+/// that make images comparable byte for byte, and `extra`.
+fn create_from(
+    input: &str,
+    stdin: Option<Vec<u8>>,
+    image: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "create",
+        "-i",
+        input,
+        "-o",
+        image.to_str().unwrap(),
+        "--no-progress",
+        "--no-history",
+        "--no-create-timestamp",
+        "--with-devices",
+        "--with-specials",
+    ];
+    args.extend_from_slice(extra);
+    let mut child = hoard()
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    if let Some(data) = stdin {
+        // A failed build may stop reading early.
+        let _ = pipe.write_all(&data);
+    }
+    drop(pipe);
+    child.wait_with_output().unwrap()
+}
+
+/// A tar of `src` made by GNU tar with `options`.
+fn gnu_tar(src: &Path, options: &str) -> Vec<u8> {
+    let o = Command::new("sh")
+        .args(["-ec", &format!("tar {options} -cf - .")])
+        .current_dir(src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o.stdout
+}
+
+#[test]
+fn tar_streams_pack_like_their_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = tree(&d.join("src"));
+    let from_dir = d.join("dir.dwarfs");
+    let o = create_from(src.to_str().unwrap(), None, &from_dir, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let expected = std::fs::read(&from_dir).unwrap();
+
+    // GNU format with sparse files, through a pipe.
+    let tar = gnu_tar(&src, "--sparse --xattrs");
+    let piped = d.join("piped.dwarfs");
+    let o = create_from("-", Some(tar.clone()), &piped, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(differences(&piped, &src, ""), "");
+    assert!(
+        std::fs::read(&piped).unwrap() == expected,
+        "a tar stream and its directory give different images"
+    );
+
+    // Compressed files, told by their magic numbers.
+    for (tool, suffix) in [("gzip", "gz"), ("zstd", "zst"), ("xz", "xz")] {
+        if !has_tool(tool) {
+            skipped(&format!("{tool} missing"));
+            continue;
+        }
+        let plain = d.join("t.tar");
+        std::fs::write(&plain, &tar).unwrap();
+        sh(d, &format!("{tool} -c t.tar > t.tar.{suffix}"));
+        let image = d.join(format!("{suffix}.dwarfs"));
+        let packed = d.join(format!("t.tar.{suffix}"));
+        let o = create_from(packed.to_str().unwrap(), None, &image, &[]);
+        assert!(
+            o.status.success(),
+            "{suffix}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(std::fs::read(&image).unwrap() == expected, "{suffix}");
+    }
+
+    // pax: nanosecond times and long names.
+    sh(&src, "touch -d '2023-11-14 22:00:00.123456789' plain/empty");
+    let pax = d.join("pax.dwarfs");
+    let o = create_from(
+        "-",
+        Some(gnu_tar(&src, "--format=pax --sparse")),
+        &pax,
+        &["--time-resolution=ns"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(differences(&pax, &src, ""), "");
+
+    // Options apply as for a directory.
+    let filtered = d.join("filtered.dwarfs");
+    let o = create_from(
+        "-",
+        Some(tar),
+        &filtered,
+        &[
+            "-F",
+            "- plain/big.bin",
+            "-F",
+            "- /linked",
+            "--set-owner",
+            "77",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let listing =
+        String::from_utf8(run(&["ls", "-lR", filtered.to_str().unwrap()]).stdout).unwrap();
+    assert!(!listing.contains("big.bin"), "{listing}");
+    // A hard link keeps its contents when the filter drops its other name.
+    assert!(!listing.contains(" linked\n"), "{listing}");
+    let cat = run(&["cat", filtered.to_str().unwrap(), "plain/linked-too"]);
+    assert_eq!(cat.stdout, b"two names\n", "{listing}");
+    assert!(
+        listing
+            .lines()
+            .all(|l| l.split_whitespace().nth(2) == Some("77")),
+        "{listing}"
+    );
+}
+
+#[test]
+fn cpio_streams_pack_like_their_directory() {
+    if !has_tool("cpio") {
+        skipped("GNU cpio missing");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = tree(&dir.path().join("src"));
+    let o = Command::new("sh")
+        .args(["-ec", "find . | cpio -o -H newc --quiet"])
+        .current_dir(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let image = dir.path().join("cpio.dwarfs");
+    let out = create_from("-", Some(o.stdout), &image, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(differences(&image, &src, ""), "");
+}
+
+#[test]
+fn bad_archives_are_refused_and_leave_no_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = d.join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("data"), noise(200_000, 3)).unwrap();
+    std::fs::write(src.join("small"), b"small\n").unwrap();
+    let tar = gnu_tar(&src, "");
+    // The entries end at the second 512-byte block past the data.
+    let end = tar.len() - tar.iter().rev().take_while(|&&b| b == 0).count();
+    let entries_end = end.div_ceil(512) * 512;
+    let mut gz = gzipped(&tar);
+    gz.truncate(gz.len() / 2);
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "truncated inside a file",
+            tar[..100_000].to_vec(),
+            "ends inside a file",
+        ),
+        (
+            "no end-of-archive blocks",
+            tar[..entries_end].to_vec(),
+            "ends early",
+        ),
+        ("corrupt gzip", gz, "cannot read the archive"),
+        (
+            "not an archive",
+            b"just some text, long enough".repeat(40),
+            "not a valid",
+        ),
+        ("empty", Vec::new(), "empty input"),
+    ];
+    for (what, data, message) in cases {
+        let image = d.join("bad.dwarfs");
+        let o = create_from("-", Some(data), &image, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{what}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+        assert!(err.contains(message), "{what}: {err}");
+        assert!(!image.exists(), "{what}: an image was left");
+    }
+}
+
+/// A ustar member: header (name, mode, owners, size, mtime, checksum,
+/// type) and one byte of data, padded.
+fn ustar_member(name: &str, kind: u8) -> Vec<u8> {
+    let mut h = [0u8; 512];
+    h[..name.len()].copy_from_slice(name.as_bytes());
+    h[100..108].copy_from_slice(b"0000644\0");
+    h[108..116].copy_from_slice(b"0000000\0");
+    h[116..124].copy_from_slice(b"0000000\0");
+    h[124..136].copy_from_slice(b"00000000001\0");
+    h[136..148].copy_from_slice(b"14510677540\0");
+    h[156] = kind;
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    h[148..156].fill(b' ');
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    let mut member = h.to_vec();
+    let mut data = [0u8; 512];
+    data[0] = b'x';
+    member.extend_from_slice(&data);
+    member
+}
+
+#[test]
+fn archive_names_stay_inside_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut tar = Vec::new();
+    for name in ["../../escape", "/etc/absolute", "a/../../b", "./c/./d"] {
+        tar.extend(ustar_member(name, b'0'));
+    }
+    tar.extend_from_slice(&[0u8; 1024]);
+    let image = d.join("names.dwarfs");
+    let o = create_from("-", Some(tar), &image, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let listing = String::from_utf8(run(&["ls", "-R", image.to_str().unwrap()]).stdout).unwrap();
+    assert_eq!(listing, "b\nc\nc/d\nescape\netc\netc/absolute\n");
+    assert!(!d.join("escape").exists() && !dir.path().parent().unwrap().join("escape").exists());
+
+    // The root must stay a directory, and nothing goes below a file.
+    for (members, message) in [
+        (vec![("./", b'0')], "must be a directory"),
+        (vec![("f", b'0'), ("f/g", b'0')], "not one"),
+    ] {
+        let mut tar: Vec<u8> = members
+            .iter()
+            .flat_map(|&(n, k)| ustar_member(n, k))
+            .collect();
+        tar.extend_from_slice(&[0u8; 1024]);
+        let o = create_from("-", Some(tar), &image, &["-f"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{members:?}: {err}");
+        assert!(err.contains(message), "{members:?}: {err}");
+    }
+}
+
+/// `data` gzip-compressed by the system's gzip.
+fn gzipped(data: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("gzip")
+        .arg("-c")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&data));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    out.stdout
+}

@@ -1,0 +1,116 @@
+//! Where an archive's file contents wait for the later stages.
+
+use crate::{Error, Result};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Where file contents wait for the later stages: one file each in a
+/// temporary directory.
+pub(crate) struct Spool {
+    dir: tempfile::TempDir,
+    next: u64,
+    buf: Vec<u8>,
+}
+
+impl Spool {
+    /// A spool in a new directory inside `parent` (`$TMPDIR` if `None`).
+    pub(super) fn new(parent: Option<&Path>) -> Result<Self> {
+        let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        let dir = tempfile::Builder::new()
+            .prefix(".hoard-spool-")
+            .tempdir_in(&parent)
+            .map_err(|e| Error::io(&parent, e))?;
+        Ok(Spool {
+            dir,
+            next: 0,
+            buf: vec![0; 1 << 20],
+        })
+    }
+
+    /// Copies exactly `size` bytes of `data` to a new spool file (zero
+    /// pages as holes when `sparse`); returns its path. A stream that ends
+    /// early is an error.
+    pub(crate) fn store(
+        &mut self,
+        data: &mut dyn Read,
+        size: u64,
+        sparse: bool,
+    ) -> Result<PathBuf> {
+        let path = self.dir.path().join(self.next.to_string());
+        self.next += 1;
+        let io = |e| Error::io(&path, e);
+        let mut out = std::fs::File::create(&path).map_err(io)?;
+        let mut left = size;
+        while left > 0 {
+            let want = self
+                .buf
+                .len()
+                .min(usize::try_from(left).unwrap_or(usize::MAX));
+            let n = match data.read(&mut self.buf[..want]) {
+                Ok(0) => {
+                    return Err(Error::Input(format!(
+                        "the archive ends inside a file ({} of {size} bytes read)",
+                        size - left
+                    )))
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::Input(format!("cannot read the archive: {e}"))),
+            };
+            let chunk = &self.buf[..n];
+            if sparse && chunk.iter().all(|&b| b == 0) {
+                out.seek(SeekFrom::Current(n as i64)).map_err(io)?;
+            } else {
+                out.write_all(chunk).map_err(io)?;
+            }
+            left -= n as u64;
+        }
+        out.set_len(size).map_err(io)?;
+        Ok(path)
+    }
+}
+
+impl Spool {
+    /// Stores a sparse file given as its data `ranges` (offset, length),
+    /// read from `data` back to back, and its size.
+    pub(crate) fn store_ranges(
+        &mut self,
+        data: &mut dyn Read,
+        ranges: &[(u64, u64)],
+        size: u64,
+    ) -> Result<PathBuf> {
+        let path = self.dir.path().join(self.next.to_string());
+        self.next += 1;
+        let io = |e| Error::io(&path, e);
+        let mut out = std::fs::File::create(&path).map_err(io)?;
+        let mut end = 0u64;
+        for &(offset, len) in ranges {
+            if offset < end || offset.checked_add(len).is_none_or(|e| e > size) {
+                return Err(Error::Input(
+                    "sparse map out of order or out of range".into(),
+                ));
+            }
+            out.seek(SeekFrom::Start(offset)).map_err(io)?;
+            let copied = std::io::copy(&mut (&mut *data).take(len), &mut out).map_err(io)?;
+            if copied != len {
+                return Err(Error::Input(format!(
+                    "the archive ends inside a file ({copied} of {len} bytes of a range read)"
+                )));
+            }
+            end = offset + len;
+        }
+        out.set_len(size).map_err(io)?;
+        Ok(path)
+    }
+
+    /// The spool's directory, to keep until the build ends.
+    pub(super) fn into_dir(self) -> tempfile::TempDir {
+        self.dir
+    }
+
+    /// Empties the spool file at `path` (contents no entry names any more).
+    pub(super) fn empty(path: &Path) {
+        // Only disk space is at stake: a failure changes nothing else.
+        let _ = std::fs::File::create(path);
+    }
+}
