@@ -6,7 +6,8 @@
 //! Learning follows the FSST paper's idea: a few rounds of encoding a
 //! sample with the current table, counting how often each symbol and each
 //! pair of adjacent symbols occurs, and keeping the 255 candidates that
-//! save the most bytes.
+//! save the most bytes. Two ways of proposing candidates are tried, and
+//! the table of any round that encodes the sample smallest is kept.
 
 use std::collections::HashMap;
 
@@ -54,48 +55,99 @@ fn index(symbols: &[Vec<u8>]) -> HashMap<Vec<u8>, u8> {
         .collect()
 }
 
+/// About [`SAMPLE_BYTES`] of `strings`, each string taken with the same
+/// chance (from a fixed seed): a fixed stride would see only some digits
+/// of numbered names.
+fn sample(strings: &[Vec<u8>]) -> Vec<&[u8]> {
+    let total: usize = strings.iter().map(Vec::len).sum();
+    let every = (total / SAMPLE_BYTES).max(1) as u64;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    strings
+        .iter()
+        .filter(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % every == 0
+        })
+        .map(Vec::as_slice)
+        .collect()
+}
+
+/// One way of scoring candidate symbols while learning a table.
+#[derive(Clone, Copy)]
+struct Scoring {
+    /// Also propose each symbol grown by the first byte of the next one,
+    /// so symbols can lengthen a byte at a time (names such as
+    /// `f000123` want that), not only by joining two whole symbols.
+    grow: bool,
+}
+
+/// Bytes `sample` takes when encoded with `codes` (an escaped byte costs 2).
+fn encoded_size(codes: &HashMap<Vec<u8>, u8>, sample: &[&[u8]]) -> usize {
+    let mut size = 0;
+    for s in sample {
+        greedy(codes, s, |_, code| {
+            size += if code.is_some() { 1 } else { 2 }
+        });
+    }
+    size
+}
+
+/// The next table: the candidates (symbols the current table uses, and
+/// pairs of them) that cover the most bytes of `sample`. Single bytes
+/// count 8 times: a byte in the table saves an escape wherever it is left
+/// over.
+fn next_table(symbols: &[Vec<u8>], sample: &[&[u8]], scoring: Scoring) -> Vec<Vec<u8>> {
+    let codes = index(symbols);
+    let mut gain: HashMap<Vec<u8>, usize> = HashMap::new();
+    for s in sample {
+        let mut prev: Option<Vec<u8>> = None;
+        greedy(&codes, s, |sym, _| {
+            *gain.entry(sym.to_vec()).or_default() += if sym.len() == 1 { 8 } else { sym.len() };
+            if let Some(p) = &prev {
+                if p.len() + sym.len() <= 8 {
+                    let mut pair = p.clone();
+                    pair.extend_from_slice(sym);
+                    *gain.entry(pair.clone()).or_default() += pair.len();
+                }
+                if scoring.grow && sym.len() > 1 && p.len() < 8 {
+                    let mut grown = p.clone();
+                    grown.push(sym[0]);
+                    *gain.entry(grown.clone()).or_default() += grown.len();
+                }
+            }
+            prev = Some(sym.to_vec());
+        });
+    }
+    let mut ranked: Vec<(Vec<u8>, usize)> = gain.into_iter().collect();
+    // Most saved first; ties broken by the bytes for determinism.
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked
+        .into_iter()
+        .take(MAX_SYMBOLS)
+        .map(|(s, _)| s)
+        .collect()
+}
+
 impl Encoder {
-    /// Learns a table from `strings`.
+    /// Learns a table from `strings`: the rounds of each way of scoring
+    /// give candidate tables, and the one that encodes the sample smallest
+    /// wins.
     pub fn learn(strings: &[Vec<u8>]) -> Self {
-        let mut sample: Vec<&[u8]> = Vec::new();
-        let mut taken = 0;
-        // An even spread of the strings, up to the sample size.
-        let total: usize = strings.iter().map(Vec::len).sum();
-        let every = (total / SAMPLE_BYTES).max(1);
-        for s in strings.iter().step_by(every) {
-            if taken >= SAMPLE_BYTES {
-                break;
+        let sample = sample(strings);
+        let mut best: (usize, Vec<Vec<u8>>) = (encoded_size(&HashMap::new(), &sample), Vec::new());
+        for grow in [false, true] {
+            let mut symbols: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..ROUNDS {
+                symbols = next_table(&symbols, &sample, Scoring { grow });
+                let size = encoded_size(&index(&symbols), &sample);
+                if size < best.0 {
+                    best = (size, symbols.clone());
+                }
             }
-            sample.push(s);
-            taken += s.len();
         }
-        let mut symbols: Vec<Vec<u8>> = Vec::new();
-        for _ in 0..ROUNDS {
-            let codes = index(&symbols);
-            let mut gain: HashMap<Vec<u8>, usize> = HashMap::new();
-            for s in &sample {
-                let mut prev: Option<Vec<u8>> = None;
-                greedy(&codes, s, |sym, _| {
-                    *gain.entry(sym.to_vec()).or_default() += sym.len();
-                    if let Some(p) = &prev {
-                        if p.len() + sym.len() <= 8 {
-                            let mut pair = p.clone();
-                            pair.extend_from_slice(sym);
-                            *gain.entry(pair.clone()).or_default() += pair.len();
-                        }
-                    }
-                    prev = Some(sym.to_vec());
-                });
-            }
-            let mut ranked: Vec<(Vec<u8>, usize)> = gain.into_iter().collect();
-            // Most saved first; ties broken by the bytes for determinism.
-            ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            symbols = ranked
-                .into_iter()
-                .take(MAX_SYMBOLS)
-                .map(|(s, _)| s)
-                .collect();
-        }
+        let mut symbols = best.1;
         // Codes follow the serialized order: lengths 2..=8, then 1.
         symbols.sort_by_key(|s| (if s.len() == 1 { 9 } else { s.len() }, s.clone()));
         Encoder {
@@ -158,6 +210,19 @@ mod tests {
             .collect();
         let (packed, plain) = round_trip(&names);
         assert!(packed * 2 < plain, "{packed} vs {plain}");
+    }
+
+    #[test]
+    fn numbered_names_grow_long_symbols() {
+        // 50,000 names of one letter and six digits. Sampling every fifth
+        // name and joining only whole symbols learned a table that packed
+        // them 1.2x; a random sample and symbols grown a byte at a time
+        // pack them 2.5x.
+        let names: Vec<Vec<u8>> = (0..50_000)
+            .map(|i| format!("f{i:06}").into_bytes())
+            .collect();
+        let (packed, plain) = round_trip(&names);
+        assert!(packed * 22 < plain * 10, "{packed} vs {plain}");
     }
 
     #[test]
