@@ -323,7 +323,12 @@ impl Builder {
             xattrs: node.xattrs,
         });
         if let Some(children) = node.children {
-            let ids: Vec<usize> = children.into_iter().map(|c| self.add(c, index)).collect();
+            // Not `collect`ed from `children`: that would keep the nodes'
+            // allocation (some 300 bytes per entry) as the list of ids.
+            let mut ids = Vec::with_capacity(children.len());
+            for child in children {
+                ids.push(self.add(child, index));
+            }
             self.tree.entries[index].kind = Kind::Dir { children: ids };
         }
         index

@@ -68,7 +68,7 @@ fn sample(strings: &[Vec<u8>]) -> Vec<&[u8]> {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
-            state % every == 0
+            state.is_multiple_of(every)
         })
         .map(Vec::as_slice)
         .collect()

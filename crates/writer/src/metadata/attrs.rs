@@ -46,17 +46,19 @@ pub(super) struct AttrTables {
 impl AttrTables {
     /// Builds the tables of `inodes`, with the overrides of `options`.
     pub(super) fn build(tree: &Tree, inodes: &Inodes, options: &AttrOptions) -> Self {
-        let attrs: Vec<Attrs> = inodes
-            .entries
-            .iter()
-            .map(|&e| adjust(&tree.entries[e].attrs, options))
-            .collect();
-        let (uids, uid_index) = table(attrs.iter().map(|a| a.uid));
-        let (gids, gid_index) = table(attrs.iter().map(|a| a.gid));
-        let (modes, mode_index) = table(attrs.iter().map(|a| a.mode));
-        let times = Times::new(&attrs, options);
-        let inodes = attrs
-            .iter()
+        // Adjusted anew on each pass: a copy of every inode's attributes
+        // would cost 64 bytes per inode at the build's peak.
+        let attrs = || {
+            inodes
+                .entries
+                .iter()
+                .map(|&e| adjust(&tree.entries[e].attrs, options))
+        };
+        let (uids, uid_index) = table(attrs().map(|a| a.uid));
+        let (gids, gid_index) = table(attrs().map(|a| a.gid));
+        let (modes, mode_index) = table(attrs().map(|a| a.mode));
+        let times = Times::new(attrs(), options);
+        let inodes = attrs()
             .zip(&inodes.entries)
             .map(|(a, &e)| {
                 let nlink = match tree.entries[e].kind {
@@ -155,7 +157,7 @@ struct Times {
 }
 
 impl Times {
-    fn new(attrs: &[Attrs], options: &AttrOptions) -> Self {
+    fn new(attrs: impl Iterator<Item = Attrs>, options: &AttrOptions) -> Self {
         let res = options.time_resolution_ns.unwrap_or(1_000_000_000).max(1);
         let (resolution_sec, subsec_ns) = if res >= 1_000_000_000 {
             let s = (res / 1_000_000_000).min(u64::from(u32::MAX)) as u32;
@@ -164,7 +166,7 @@ impl Times {
             (None, Some(res as u32))
         };
         let step = u64::from(resolution_sec.unwrap_or(1));
-        let times = attrs.iter().flat_map(|a| {
+        let times = attrs.flat_map(|a| {
             let mut v = vec![a.mtime];
             if options.keep_all_times {
                 v.extend([a.atime, a.ctime]);
