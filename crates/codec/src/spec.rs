@@ -236,7 +236,15 @@ impl Compressor for Lz4 {
                 format!("{} bytes is too large for LZ4", data.len()),
             ));
         }
-        lz4::with_size_prefix("lz4", data, &lz4_flex::block::compress(data))
+        if data.is_empty() {
+            return lz4::with_size_prefix("lz4", data, &lz4_flex::block::compress(data));
+        }
+        // liblz4's own fast mode, as DwarFS uses: lz4_flex's encoder packs
+        // a little worse (0.15% on a sample of /usr).
+        let mode = ::lz4::block::CompressionMode::DEFAULT;
+        let block =
+            ::lz4::block::compress(data, Some(mode), false).map_err(|e| failed("lz4", e))?;
+        lz4::with_size_prefix("lz4", data, &block)
     }
     fn describe(&self) -> String {
         "lz4".into()
