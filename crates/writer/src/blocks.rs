@@ -9,7 +9,7 @@ use crate::segment::BlockSink;
 use crate::{Error, Result};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use hoard_codec::Compressor;
-use hoard_format::section::{Compression, SectionType};
+use hoard_format::section::{encode_header_v2, Compression, SectionType, V2_HEADER_SIZE};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -130,7 +130,11 @@ pub fn compress_blocks<T: Send>(
 ) -> Result<T> {
     let in_flight = in_flight.max(1);
     let (todo_tx, todo_rx) = bounded::<Job>(in_flight);
-    let (done_tx, done_rx) = bounded::<(u32, Result<(Compression, Vec<u8>)>, u64)>(in_flight);
+    type Done = (u32, Result<([u8; V2_HEADER_SIZE], Vec<u8>)>, u64);
+    let (done_tx, done_rx) = bounded::<Done>(in_flight);
+    // Block n is section `first + n`: each worker hashes its own blocks'
+    // headers, so the writer thread only writes.
+    let first = image.next_section_number()?;
     let (ticket_tx, ticket_rx) = bounded::<()>(in_flight);
     for _ in 0..in_flight {
         ticket_tx
@@ -148,7 +152,12 @@ pub fn compress_blocks<T: Send>(
                         None => Err(Error::Input(format!(
                             "internal error: no codec for stream {stream}"
                         ))),
-                    };
+                    }
+                    .map(|(algo, payload)| {
+                        let section = first.saturating_add(number);
+                        let header = encode_header_v2(section, SectionType::BLOCK, algo, &payload);
+                        (header, payload)
+                    });
                     if done_tx.send((number, result, data.len() as u64)).is_err() {
                         break;
                     }
@@ -164,8 +173,8 @@ pub fn compress_blocks<T: Send>(
             for (number, result, raw) in done_rx {
                 waiting.insert(number, (result, raw));
                 while let Some((result, raw)) = waiting.remove(&next) {
-                    let (algo, payload) = result?;
-                    image.section(SectionType::BLOCK, algo, &payload)?;
+                    let (header, payload) = result?;
+                    image.section_with_header(SectionType::BLOCK, header, &payload)?;
                     progress.blocks.fetch_add(1, Ordering::Relaxed);
                     progress.raw_bytes.fetch_add(raw, Ordering::Relaxed);
                     progress

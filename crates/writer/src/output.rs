@@ -6,7 +6,7 @@
 
 use crate::{Error, Result};
 use hoard_format::section::{
-    encode_header_v2, encode_index_entry, Compression, IndexEntry, SectionType,
+    encode_header_v2, encode_index_entry, Compression, IndexEntry, SectionType, V2_HEADER_SIZE,
 };
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -65,6 +65,11 @@ impl ImageFile {
         Some((m.dev(), m.ino()))
     }
 
+    /// The number the next section will get.
+    pub fn next_section_number(&self) -> Result<u32> {
+        u32::try_from(self.index.len()).map_err(|_| Error::Input("too many sections".into()))
+    }
+
     /// Appends one section.
     pub fn section(
         &mut self,
@@ -72,9 +77,25 @@ impl ImageFile {
         compression: Compression,
         payload: &[u8],
     ) -> Result<()> {
-        let number = u32::try_from(self.index.len())
-            .map_err(|_| Error::Input("too many sections".into()))?;
-        let header = encode_header_v2(number, kind, compression, payload);
+        let header = encode_header_v2(self.next_section_number()?, kind, compression, payload);
+        self.section_with_header(kind, header, payload)
+    }
+
+    /// Appends one section whose header was encoded elsewhere (by a
+    /// compression worker, which hashes the payload on its own core), for
+    /// the number [`ImageFile::next_section_number`] gives; a header made
+    /// for another number is encoded again.
+    pub fn section_with_header(
+        &mut self,
+        kind: SectionType,
+        mut header: [u8; V2_HEADER_SIZE],
+        payload: &[u8],
+    ) -> Result<()> {
+        let number = self.next_section_number()?;
+        if header[48..52] != number.to_le_bytes() {
+            let compression = Compression(u16::from_le_bytes([header[54], header[55]]));
+            header = encode_header_v2(number, kind, compression, payload);
+        }
         self.index.push(IndexEntry {
             kind,
             offset: self.position,

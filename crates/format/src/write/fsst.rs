@@ -10,6 +10,27 @@
 //! the table of any round that encodes the sample smallest is kept.
 
 use std::collections::HashMap;
+use xxhash_rust::xxh3::Xxh3DefaultBuilder;
+
+/// A symbol (1 to 8 bytes) as a map key: its bytes, and its length in the
+/// top byte; no allocation per lookup.
+type Key = u128;
+
+/// Maps keyed by symbols, with a fast hash (learning looks up every
+/// position of the sample many times).
+type SymbolMap<V> = HashMap<Key, V, Xxh3DefaultBuilder>;
+
+fn key(symbol: &[u8]) -> Key {
+    let mut b = [0u8; 16];
+    b[..symbol.len()].copy_from_slice(symbol);
+    b[15] = symbol.len() as u8;
+    Key::from_le_bytes(b)
+}
+
+fn symbol_of(key: Key) -> Vec<u8> {
+    let b = key.to_le_bytes();
+    b[..usize::from(b[15])].to_vec()
+}
 
 const ESCAPE: u8 = 0xff;
 const MAX_SYMBOLS: usize = 255;
@@ -23,17 +44,17 @@ pub struct Encoder {
     /// Symbols by code.
     symbols: Vec<Vec<u8>>,
     /// Symbol -> code.
-    codes: HashMap<Vec<u8>, u8>,
+    codes: SymbolMap<u8>,
 }
 
 /// Encodes `s` with `codes`, calling `emit` for each symbol used (or a
 /// byte escaped, as a one-byte "symbol" with `None` code).
-fn greedy(codes: &HashMap<Vec<u8>, u8>, s: &[u8], mut emit: impl FnMut(&[u8], Option<u8>)) {
+fn greedy(codes: &SymbolMap<u8>, s: &[u8], mut emit: impl FnMut(&[u8], Option<u8>)) {
     let mut i = 0;
     while i < s.len() {
         let longest = (1..=8.min(s.len() - i))
             .rev()
-            .find_map(|len| codes.get(&s[i..i + len]).map(|&c| (len, c)));
+            .find_map(|len| codes.get(&key(&s[i..i + len])).map(|&c| (len, c)));
         match longest {
             Some((len, code)) => {
                 emit(&s[i..i + len], Some(code));
@@ -47,11 +68,11 @@ fn greedy(codes: &HashMap<Vec<u8>, u8>, s: &[u8], mut emit: impl FnMut(&[u8], Op
     }
 }
 
-fn index(symbols: &[Vec<u8>]) -> HashMap<Vec<u8>, u8> {
+fn index(symbols: &[Vec<u8>]) -> SymbolMap<u8> {
     symbols
         .iter()
         .enumerate()
-        .map(|(i, s)| (s.clone(), i as u8))
+        .map(|(i, s)| (key(s), i as u8))
         .collect()
 }
 
@@ -84,7 +105,7 @@ struct Scoring {
 }
 
 /// Bytes `sample` takes when encoded with `codes` (an escaped byte costs 2).
-fn encoded_size(codes: &HashMap<Vec<u8>, u8>, sample: &[&[u8]]) -> usize {
+fn encoded_size(codes: &SymbolMap<u8>, sample: &[&[u8]]) -> usize {
     let mut size = 0;
     for s in sample {
         greedy(codes, s, |_, code| {
@@ -100,27 +121,31 @@ fn encoded_size(codes: &HashMap<Vec<u8>, u8>, sample: &[&[u8]]) -> usize {
 /// over.
 fn next_table(symbols: &[Vec<u8>], sample: &[&[u8]], scoring: Scoring) -> Vec<Vec<u8>> {
     let codes = index(symbols);
-    let mut gain: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut gain: SymbolMap<usize> = SymbolMap::default();
     for s in sample {
-        let mut prev: Option<Vec<u8>> = None;
+        // The previous symbol, in a buffer with room for one more.
+        let mut prev = [0u8; 16];
+        let mut prev_len = 0usize;
         greedy(&codes, s, |sym, _| {
-            *gain.entry(sym.to_vec()).or_default() += if sym.len() == 1 { 8 } else { sym.len() };
-            if let Some(p) = &prev {
-                if p.len() + sym.len() <= 8 {
-                    let mut pair = p.clone();
-                    pair.extend_from_slice(sym);
-                    *gain.entry(pair.clone()).or_default() += pair.len();
+            *gain.entry(key(sym)).or_default() += if sym.len() == 1 { 8 } else { sym.len() };
+            if prev_len > 0 {
+                if prev_len + sym.len() <= 8 {
+                    prev[prev_len..prev_len + sym.len()].copy_from_slice(sym);
+                    let pair = &prev[..prev_len + sym.len()];
+                    *gain.entry(key(pair)).or_default() += pair.len();
                 }
-                if scoring.grow && sym.len() > 1 && p.len() < 8 {
-                    let mut grown = p.clone();
-                    grown.push(sym[0]);
-                    *gain.entry(grown.clone()).or_default() += grown.len();
+                if scoring.grow && sym.len() > 1 && prev_len < 8 {
+                    prev[prev_len] = sym[0];
+                    let grown = &prev[..prev_len + 1];
+                    *gain.entry(key(grown)).or_default() += grown.len();
                 }
             }
-            prev = Some(sym.to_vec());
+            prev[..sym.len()].copy_from_slice(sym);
+            prev_len = sym.len();
         });
     }
-    let mut ranked: Vec<(Vec<u8>, usize)> = gain.into_iter().collect();
+    let mut ranked: Vec<(Vec<u8>, usize)> =
+        gain.into_iter().map(|(k, g)| (symbol_of(k), g)).collect();
     // Most saved first; ties broken by the bytes for determinism.
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     ranked
@@ -136,7 +161,8 @@ impl Encoder {
     /// wins.
     pub fn learn(strings: &[Vec<u8>]) -> Self {
         let sample = sample(strings);
-        let mut best: (usize, Vec<Vec<u8>>) = (encoded_size(&HashMap::new(), &sample), Vec::new());
+        let mut best: (usize, Vec<Vec<u8>>) =
+            (encoded_size(&SymbolMap::default(), &sample), Vec::new());
         for grow in [false, true] {
             let mut symbols: Vec<Vec<u8>> = Vec::new();
             for _ in 0..ROUNDS {
