@@ -16,8 +16,8 @@ use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 /// top byte; no allocation per lookup.
 type Key = u128;
 
-/// Maps keyed by symbols, with a fast hash (learning looks up every
-/// position of the sample many times).
+/// Maps keyed by symbols, with a fast hash (learning counts candidates
+/// at every position of the sample).
 type SymbolMap<V> = HashMap<Key, V, Xxh3DefaultBuilder>;
 
 fn key(symbol: &[u8]) -> Key {
@@ -44,18 +44,62 @@ pub struct Encoder {
     /// Symbols by code.
     symbols: Vec<Vec<u8>>,
     /// Symbol -> code.
-    codes: SymbolMap<u8>,
+    codes: Codes,
+}
+
+/// The bytes of a symbol (up to 8) as a little-endian word.
+fn word(bytes: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(b)
+}
+
+/// The low `len` bytes of a word.
+fn mask(len: usize) -> u64 {
+    if len >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * len)) - 1
+    }
+}
+
+/// Symbol -> code, for the greedy encoder: per first byte, the symbols
+/// that start with it (as words), longest first, so the longest match is
+/// the first that agrees.
+#[derive(Debug, Clone)]
+struct Codes {
+    by_first: Vec<Vec<(u64, usize, u8)>>,
+}
+
+impl Codes {
+    fn new(symbols: &[Vec<u8>]) -> Self {
+        let mut by_first = vec![Vec::new(); 256];
+        for (code, s) in symbols.iter().enumerate() {
+            by_first[usize::from(s[0])].push((word(s), s.len(), code as u8));
+        }
+        for list in &mut by_first {
+            list.sort_by_key(|&(_, len, _)| std::cmp::Reverse(len));
+        }
+        Codes { by_first }
+    }
+
+    /// The length and code of the longest symbol `rest` starts with.
+    fn longest(&self, rest: &[u8]) -> Option<(usize, u8)> {
+        let n = rest.len().min(8);
+        let w = word(&rest[..n]);
+        self.by_first[usize::from(rest[0])]
+            .iter()
+            .find(|&&(symbol, len, _)| len <= n && (w ^ symbol) & mask(len) == 0)
+            .map(|&(_, len, code)| (len, code))
+    }
 }
 
 /// Encodes `s` with `codes`, calling `emit` for each symbol used (or a
 /// byte escaped, as a one-byte "symbol" with `None` code).
-fn greedy(codes: &SymbolMap<u8>, s: &[u8], mut emit: impl FnMut(&[u8], Option<u8>)) {
+fn greedy(codes: &Codes, s: &[u8], mut emit: impl FnMut(&[u8], Option<u8>)) {
     let mut i = 0;
     while i < s.len() {
-        let longest = (1..=8.min(s.len() - i))
-            .rev()
-            .find_map(|len| codes.get(&key(&s[i..i + len])).map(|&c| (len, c)));
-        match longest {
+        match codes.longest(&s[i..]) {
             Some((len, code)) => {
                 emit(&s[i..i + len], Some(code));
                 i += len;
@@ -68,12 +112,8 @@ fn greedy(codes: &SymbolMap<u8>, s: &[u8], mut emit: impl FnMut(&[u8], Option<u8
     }
 }
 
-fn index(symbols: &[Vec<u8>]) -> SymbolMap<u8> {
-    symbols
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (key(s), i as u8))
-        .collect()
+fn index(symbols: &[Vec<u8>]) -> Codes {
+    Codes::new(symbols)
 }
 
 /// About [`SAMPLE_BYTES`] of `strings`, each string taken with the same
@@ -105,7 +145,7 @@ struct Scoring {
 }
 
 /// Bytes `sample` takes when encoded with `codes` (an escaped byte costs 2).
-fn encoded_size(codes: &SymbolMap<u8>, sample: &[&[u8]]) -> usize {
+fn encoded_size(codes: &Codes, sample: &[&[u8]]) -> usize {
     let mut size = 0;
     for s in sample {
         greedy(codes, s, |_, code| {
@@ -161,8 +201,7 @@ impl Encoder {
     /// wins.
     pub fn learn(strings: &[Vec<u8>]) -> Self {
         let sample = sample(strings);
-        let mut best: (usize, Vec<Vec<u8>>) =
-            (encoded_size(&SymbolMap::default(), &sample), Vec::new());
+        let mut best: (usize, Vec<Vec<u8>>) = (encoded_size(&Codes::new(&[]), &sample), Vec::new());
         for grow in [false, true] {
             let mut symbols: Vec<Vec<u8>> = Vec::new();
             for _ in 0..ROUNDS {
