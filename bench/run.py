@@ -36,7 +36,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PHASES = ("build", "mount", "extract")
 T0 = time.monotonic()
 EPILOG = """tool ids (or a family: hoard, dwarfs, squashfs, erofs or tar, for all of its kind):
-  builders:   hoard-l1 hoard-l7 hoard-l9 mkdwarfs-l1 mkdwarfs-l7 mkdwarfs-l9
+  builders:   hoard-l1 hoard-l7 hoard-l9 hoard-l7-recovery5
+              mkdwarfs-l1 mkdwarfs-l7 mkdwarfs-l9
               squashfs-zstd22 squashfs-xz erofs-lz4hc erofs-lzma tar-zstd19
   mounts:     hoard-mount dwarfs squashfuse squashfuse_ll erofsfuse
               squashfs-kernel erofs-kernel

@@ -139,6 +139,12 @@ def builders(p: Programs) -> list:
             lambda s, o, n, level=level: [[hoard, "create", "-i", s, "-o", o, "-l", str(level),
                                            "-N", str(n), "--no-progress"]],
             ("hoard",)))
+    # The default level with 5% recovery data: what the data costs.
+    out.append(Builder(
+        "hoard-l7-recovery5", "hoard", "hoard -l7 --recovery 5",
+        lambda s, o, n: [[hoard, "create", "-i", s, "-o", o, "-l", "7", "-N", str(n),
+                          "--recovery", "5", "--no-progress"]],
+        ("hoard",)))
     for level in (1, 7, 9):
         out.append(Builder(
             f"mkdwarfs-l{level}", "dwarfs", f"mkdwarfs -l{level}",
