@@ -57,6 +57,9 @@ if [ -x "$dwarfs_bin/dwarfsck" ]; then
   echo "dwarfsck --check-integrity: ok"
   mkdir "$work/by-dwarfs"
   "$dwarfs_bin/dwarfsextract" -i "$work/tree.dwarfs" -o "$work/by-dwarfs"
+  # dwarfsextract leaves the time of the directory it extracts into as it
+  # is (for DwarFS's own images too): give it the source root's.
+  touch -r "$tree" "$work/by-dwarfs"
   $hoard diff "${owners[@]}" "$tree" "$work/by-dwarfs"
 else
   echo "== DwarFS's tools: skipped ($dwarfs_bin not found: they come with ../shared)"
