@@ -365,22 +365,6 @@ fn a_mount_of_a_damaged_image_reads_every_file() {
     }
 }
 
-/// DwarFS 0.15.3's tools, when ../shared has them.
-fn dwarfs_bin() -> Option<PathBuf> {
-    let anchor = shared()?.join("anchors/dwarfs-0.15.3");
-    let bin = anchor.join("bin");
-    let starts = || {
-        Command::new(bin.join("dwarfsck"))
-            .arg("--help")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !starts() && anchor.join("setup.sh").exists() {
-        let _ = Command::new("sh").arg(anchor.join("setup.sh")).output();
-    }
-    starts().then_some(bin)
-}
-
 #[test]
 fn dwarfs_reads_images_with_recovery_data() {
     let fx = fixture();

@@ -28,19 +28,10 @@ impl<'w> ZipStream<'w> {
 /// Year, month, day, hour, minute, second (UTC) of `sec` seconds since
 /// the epoch.
 fn civil(sec: i64) -> (i64, u8, u8, u8, u8, u8) {
-    let (days, rest) = (sec.div_euclid(86_400), sec.rem_euclid(86_400));
-    // Howard Hinnant's days-to-civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::cmd::time::civil_from_days(sec.div_euclid(86_400));
+    let rest = sec.rem_euclid(86_400);
     let (h, m, s) = (rest / 3600, rest % 3600 / 60, rest % 60);
-    (year, month, day, h as u8, m as u8, s as u8)
+    (year, month as u8, day as u8, h as u8, m as u8, s as u8)
 }
 
 /// The DOS time of `sec` (1980-01-01 when it cannot hold it).

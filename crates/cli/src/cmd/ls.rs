@@ -106,18 +106,8 @@ pub fn mode_string(st: &Stat) -> String {
 
 /// Formats seconds since the epoch as `YYYY-MM-DD HH:MM` (UTC).
 pub fn format_time(sec: i64) -> String {
-    let days = sec.div_euclid(86_400);
+    let (year, month, day) = super::time::civil_from_days(sec.div_euclid(86_400));
     let rem = sec.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
         "{year:04}-{month:02}-{day:02} {:02}:{:02}",
         rem / 3600,

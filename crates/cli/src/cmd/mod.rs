@@ -16,7 +16,7 @@ mod mount;
 mod progress;
 mod repair;
 mod rewrite;
-mod time;
+pub(crate) mod time;
 
 use crate::args::{Command, ImageArgs};
 use anyhow::{Context, Result};

@@ -15,7 +15,7 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 
 /// The civil date (proleptic Gregorian) `days` after 1970-01-01: the
 /// inverse of [`days_from_civil`].
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
