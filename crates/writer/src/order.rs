@@ -815,15 +815,7 @@ mod tests {
         let a = text(1, 2000);
         let mut b = a.clone();
         b[500..520].copy_from_slice(b"--an edit in between");
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let noise: Vec<u8> = (0..a.len())
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 56) as u8
-            })
-            .collect();
+        let noise = crate::segment::tests::noise(a.len(), 0x9e37_79b9_7f4a_7c15);
         let near = nilsimsa_distance(&nilsimsa(&a), &nilsimsa(&b));
         let far = nilsimsa_distance(&nilsimsa(&a), &nilsimsa(&noise));
         assert!(near < 20, "near {near}");

@@ -447,7 +447,7 @@ fn push(out: &mut Vec<Piece>, piece: Piece) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[derive(Default)]
@@ -471,7 +471,7 @@ mod tests {
     }
 
     /// Pseudo-random bytes.
-    fn noise(n: usize, seed: u64) -> Vec<u8> {
+    pub(crate) fn noise(n: usize, seed: u64) -> Vec<u8> {
         let mut s = seed;
         (0..n)
             .map(|_| {
