@@ -64,3 +64,94 @@ fn diff_reports_changes_and_bad_input_by_name() {
         "{text}"
     );
 }
+
+/// Runs `sh -c script` in `dir`.
+fn sh(dir: &std::path::Path, script: &str) {
+    let s = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(s.success(), "{script}");
+}
+
+#[test]
+fn diff_of_an_image_and_a_tree_names_every_kind_of_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    sh(
+        &src,
+        "mkdir sub && echo hello > sub/file && echo keep > kept && ln -s kept link \
+         && setfattr -n user.note -v yes kept \
+         && find . -exec touch -h -d 2024-05-06T07:08:09 {} +",
+    );
+    let image = dir.path().join("src.dwarfs");
+    create_image(&src, &image, &[]);
+    let diff = |tree: &std::path::Path| {
+        let o = run(&[
+            "diff",
+            image.to_str().unwrap(),
+            tree.to_str().unwrap(),
+            "-q",
+        ]);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    assert_eq!(diff(&src), (Some(0), String::new()), "the exact tree");
+
+    // Each change on a copy of the tree, and the line `hoard diff` prints.
+    let mut changes = vec![
+        ("rm sub/file", "only in first: sub/file"),
+        ("echo new > extra", "only in second: extra"),
+        (
+            "echo hullo > sub/file && touch -d 2024-05-06T07:08:09 sub/file",
+            "differs: sub/file: sha256",
+        ),
+        ("chmod 600 kept", "differs: kept: mode \"0644\" -> \"0600\""),
+        ("touch -d 2020-01-01 kept", "differs: kept: mtime"),
+        (
+            "ln -sfn sub link && touch -h -d 2024-05-06T07:08:09 link",
+            "differs: link: size 4 -> 3, target \"kept\" -> \"sub\"",
+        ),
+        (
+            "setfattr -n user.note -v no kept",
+            "differs: kept: xattrs {\"user.note\":\"yes\"} -> {\"user.note\":\"no\"}",
+        ),
+        (
+            "setfattr -x user.note kept",
+            "differs: kept: xattrs {\"user.note\":\"yes\"} -> (none)",
+        ),
+    ];
+    if is_root() {
+        changes.push((
+            "chown 12:34 kept",
+            "differs: kept: uid 0 -> 12, gid 0 -> 34",
+        ));
+    }
+    for (i, (script, expected)) in changes.iter().enumerate() {
+        let copy = dir.path().join(format!("copy{i}"));
+        sh(
+            dir.path(),
+            &format!("cp -a src {}", copy.file_name().unwrap().to_str().unwrap()),
+        );
+        sh(&copy, script);
+        let (code, out) = diff(&copy);
+        // Adding or removing an entry changes its directory's time; that
+        // is not the difference under test.
+        let lines: Vec<_> = out
+            .lines()
+            .filter(|l| {
+                !l.starts_with("differs: .: mtime") && !l.starts_with("differs: sub: mtime")
+            })
+            .collect();
+        assert_eq!(code, Some(1), "{script}: {out}");
+        assert!(
+            lines.len() == 1 && lines[0].starts_with(expected),
+            "{script}: expected {expected:?}, got:\n{out}"
+        );
+    }
+}

@@ -4,9 +4,9 @@ use super::Entry;
 use std::collections::BTreeMap;
 
 /// The fields an entry has, in the order differences are reported.
-pub const FIELDS: [&str; 12] = [
+pub const FIELDS: [&str; 13] = [
     "type", "mode", "uid", "gid", "size", "mtime", "mtime_ns", "nlink", "link", "target", "rdev",
-    "sha256",
+    "sha256", "xattrs",
 ];
 
 /// One difference between two manifests.
@@ -116,6 +116,7 @@ mod tests {
             target_hex: None,
             kind: "f".into(),
             uid: 0,
+            xattrs: None,
         }
     }
 

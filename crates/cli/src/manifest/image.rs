@@ -47,6 +47,7 @@ pub fn manifest(fs: &Filesystem) -> Result<Vec<Entry>> {
                 target,
                 rdev,
                 sha256,
+                xattrs: super::xattr_map(fs.xattrs(node.ino)?),
             })
         })
         .collect::<Result<Vec<_>>>()?;

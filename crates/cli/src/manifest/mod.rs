@@ -11,6 +11,7 @@ pub mod tree;
 use anyhow::{Context, Result};
 use hoard_reader::{Filesystem, FsOptions, ImageOffset, OpenOptions};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -88,6 +89,51 @@ pub struct Entry {
     pub kind: String,
     /// Owner.
     pub uid: u32,
+    /// Extended attributes by name, when the entry has any (manifests of
+    /// trees without attributes are those `manifest.py` writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xattrs: Option<BTreeMap<String, XattrValue>>,
+}
+
+/// An extended attribute's value in a manifest: text when it is UTF-8
+/// without NUL bytes, else hex.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum XattrValue {
+    /// The value as text.
+    Text(String),
+    /// The value's bytes in hex.
+    Hex {
+        /// Lowercase hex.
+        hex: String,
+    },
+}
+
+impl XattrValue {
+    /// The manifest form of `value`.
+    pub fn of(value: &[u8]) -> Self {
+        match std::str::from_utf8(value) {
+            Ok(s) if !s.contains('\0') => XattrValue::Text(s.to_string()),
+            _ => XattrValue::Hex { hex: hex(value) },
+        }
+    }
+}
+
+/// The manifest form of an entry's extended attributes: `None` when there
+/// are none. Names that are not UTF-8 are shown lossily.
+pub fn xattr_map<N: AsRef<[u8]>, V: AsRef<[u8]>>(
+    attrs: impl IntoIterator<Item = (N, V)>,
+) -> Option<BTreeMap<String, XattrValue>> {
+    let map: BTreeMap<_, _> = attrs
+        .into_iter()
+        .map(|(n, v)| {
+            (
+                String::from_utf8_lossy(n.as_ref()).into_owned(),
+                XattrValue::of(v.as_ref()),
+            )
+        })
+        .collect();
+    (!map.is_empty()).then_some(map)
 }
 
 /// What a manifest entry is made from: the facts of one entry of a tree.
@@ -118,6 +164,8 @@ pub struct Facts {
     pub rdev: Option<[u32; 2]>,
     /// SHA-256 of the contents (regular files), in hex.
     pub sha256: Option<String>,
+    /// Extended attributes (see [`xattr_map`]).
+    pub xattrs: Option<BTreeMap<String, XattrValue>>,
 }
 
 /// Manifest entries for `facts`, sorted by path bytes, with hard-link
@@ -165,6 +213,7 @@ pub fn entries(mut facts: Vec<Facts>) -> Vec<Entry> {
                 target_hex,
                 kind: f.kind.to_string(),
                 uid: f.uid,
+                xattrs: f.xattrs,
             }
         })
         .collect()
@@ -260,6 +309,7 @@ mod tests {
             target: None,
             rdev: None,
             sha256: Some("ab".into()),
+            xattrs: None,
         }
     }
 

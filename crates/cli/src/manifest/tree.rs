@@ -1,10 +1,11 @@
 //! The manifest of a directory tree on disk (a source tree, a mount, an
 //! extraction). Symlinks are listed, never followed.
 
-use super::{Entry, Facts};
+use super::{Entry, Facts, XattrValue};
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -86,7 +87,30 @@ fn facts_of(full: &Path, rel: Vec<u8>, meta: &std::fs::Metadata) -> Result<Facts
         target,
         rdev,
         sha256: None,
+        xattrs: xattrs_of(full)?,
     })
+}
+
+/// The extended attributes of the entry at `full` (not following a
+/// symlink), leaving out the `user.dwarfs.*` ones a mount of an image adds
+/// of its own.
+fn xattrs_of(full: &Path) -> Result<Option<BTreeMap<String, XattrValue>>> {
+    let cannot = || format!("cannot read extended attributes of '{}'", full.display());
+    let names = match xattr::list(full) {
+        Ok(names) => names,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => return Ok(None),
+        Err(e) => return Err(e).with_context(cannot),
+    };
+    let mut attrs = Vec::new();
+    for name in names {
+        if name.as_bytes().starts_with(b"user.dwarfs.") {
+            continue;
+        }
+        if let Some(value) = xattr::get(full, &name).with_context(cannot)? {
+            attrs.push((name.as_bytes().to_vec(), value));
+        }
+    }
+    Ok(super::xattr_map(attrs))
 }
 
 /// SHA-256 of the file at `path`, in hex.

@@ -104,6 +104,18 @@ fn comparable(
         .collect()
 }
 
+/// `manifest` with the extended attributes left out: what a tool that
+/// does not restore them (DwarFS's) gives.
+pub fn without_xattrs(manifest: &str) -> String {
+    parse(manifest)
+        .into_iter()
+        .map(|mut v| {
+            v.as_object_mut().unwrap().remove("xattrs");
+            format!("{v}\n")
+        })
+        .collect()
+}
+
 /// Differences between two manifests, as a short report (empty if equal).
 pub fn manifest_diff(expected: &str, actual: &str, how: Compare) -> String {
     let mut group_mtimes: std::collections::HashMap<String, std::collections::HashSet<i64>> =

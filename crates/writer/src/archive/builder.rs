@@ -49,6 +49,8 @@ pub(crate) struct Builder<'a> {
     excluded: HashMap<Vec<u8>, bool>,
     /// The file of each regular file member the options left out.
     left_out_files: HashMap<Vec<u8>, usize>,
+    /// What was read but could not be kept, one line each.
+    warnings: Vec<String>,
 }
 
 impl<'a> Builder<'a> {
@@ -82,6 +84,7 @@ impl<'a> Builder<'a> {
             index: HashMap::from([(Vec::new(), 0)]),
             excluded: HashMap::new(),
             left_out_files: HashMap::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -203,6 +206,11 @@ impl<'a> Builder<'a> {
 
     /// Adds one member (a later member of the same path replaces an
     /// earlier one, as when unpacking).
+    /// Notes something the archive holds that the image will not.
+    pub(crate) fn warn(&mut self, warning: String) {
+        self.warnings.push(warning);
+    }
+
     pub(crate) fn add(&mut self, m: Member) -> Result<()> {
         let path = confined(&m.path);
         let is_dir = matches!(m.kind, MemberKind::Dir);
@@ -378,7 +386,7 @@ impl<'a> Builder<'a> {
         }
         Scanned {
             tree,
-            warnings: Vec::new(),
+            warnings: self.warnings,
             spool: Some(self.spool.into_dir()),
         }
     }

@@ -14,8 +14,10 @@
 //! Names are made relative and confined to the image: a leading `/` and
 //! `.` components are dropped and `..` goes up no further than the root.
 //! A stream that ends early, or is corrupt, is an error.
+mod acl;
 mod builder;
 mod cpio;
+mod pax;
 mod spool;
 mod tar;
 

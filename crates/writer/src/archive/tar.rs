@@ -1,8 +1,8 @@
 //! tar members (ustar, GNU with long names and sparse files, pax with
-//! long names, sub-second times, large ids, extended attributes and sparse
-//! files of GNU format 1.0) through the `tar` crate's reader.
+//! long names, sub-second times, large ids, extended attributes, text ACLs
+//! and sparse files of GNU format 1.0) through the `tar` crate's reader.
 
-use super::{time, Builder, Member, MemberKind};
+use super::{acl, pax, time, Builder, Member, MemberKind};
 use crate::tree::Attrs;
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
@@ -60,20 +60,23 @@ struct Pax {
     ctime: Option<(i64, u32)>,
     uid: Option<u32>,
     gid: Option<u32>,
+    /// Long names (the `tar` crate's own reading of them stops at a value
+    /// holding a newline).
+    path: Option<Vec<u8>>,
+    linkpath: Option<Vec<u8>>,
     xattrs: Vec<Xattr>,
+    /// Text ACLs (`SCHILY.acl.access`, `SCHILY.acl.default`).
+    acl_access: Option<Vec<u8>>,
+    acl_default: Option<Vec<u8>>,
     sparse_name: Option<Vec<u8>>,
     sparse_major: Option<Vec<u8>>,
     sparse_size: Option<u64>,
 }
 
-fn pax<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Pax> {
+/// What the pax header `data` of a member says.
+fn pax(data: Option<&[u8]>) -> Pax {
     let mut p = Pax::default();
-    let Some(records) = entry.pax_extensions().map_err(bad)? else {
-        return Ok(p);
-    };
-    for r in records {
-        let r = r.map_err(bad)?;
-        let (key, value) = (r.key_bytes(), r.value_bytes());
+    for (key, value) in data.map(pax::records).into_iter().flatten() {
         let number = || -> Option<u64> { std::str::from_utf8(value).ok()?.parse().ok() };
         let id = || number().and_then(|n| u32::try_from(n).ok());
         match key {
@@ -82,6 +85,10 @@ fn pax<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Pax> {
             b"ctime" => p.ctime = pax_time(value),
             b"uid" => p.uid = id(),
             b"gid" => p.gid = id(),
+            b"path" => p.path = Some(value.to_vec()),
+            b"linkpath" => p.linkpath = Some(value.to_vec()),
+            b"SCHILY.acl.access" => p.acl_access = Some(value.to_vec()),
+            b"SCHILY.acl.default" => p.acl_default = Some(value.to_vec()),
             b"GNU.sparse.name" => p.sparse_name = Some(value.to_vec()),
             b"GNU.sparse.major" => p.sparse_major = Some(value.to_vec()),
             b"GNU.sparse.realsize" => p.sparse_size = number(),
@@ -92,7 +99,7 @@ fn pax<R: Read>(entry: &mut tar::Entry<'_, R>) -> Result<Pax> {
             }
         }
     }
-    Ok(p)
+    p
 }
 
 /// Reads the map of a pax sparse file (format 1.0): decimal lines, the
@@ -134,10 +141,11 @@ pub(super) fn read(input: &mut dyn Read, b: &mut Builder<'_>) -> Result<()> {
         total: 0,
     };
     {
-        let mut archive = tar::Archive::new(&mut check);
+        let last_pax = pax::LastPax::default();
+        let mut archive = tar::Archive::new(pax::PaxTap::new(&mut check, last_pax.clone()));
         for entry in archive.entries().map_err(bad)? {
             let mut entry = entry.map_err(bad)?;
-            let p = pax(&mut entry)?;
+            let p = pax(last_pax.borrow().as_deref());
             let h = entry.header().clone();
             let kind = h.entry_type();
             if matches!(kind, EntryType::XGlobalHeader) {
@@ -163,9 +171,9 @@ pub(super) fn read(input: &mut dyn Read, b: &mut Builder<'_>) -> Result<()> {
                     | ((minor & !0xff) << 12))
             };
             let link = || -> Result<Vec<u8>> {
-                entry
-                    .link_name_bytes()
-                    .map(|l| l.into_owned())
+                p.linkpath
+                    .clone()
+                    .or_else(|| entry.link_name_bytes().map(|l| l.into_owned()))
                     .ok_or_else(|| bad("link without a target"))
             };
             let (kind, type_bits) = match kind {
@@ -187,7 +195,10 @@ pub(super) fn read(input: &mut dyn Read, b: &mut Builder<'_>) -> Result<()> {
                 }
             };
             let attrs = attrs(type_bits);
-            let mut path = entry.path_bytes().into_owned();
+            let mut path = p
+                .path
+                .clone()
+                .unwrap_or_else(|| entry.path_bytes().into_owned());
             let kind = if type_bits == libc::S_IFREG && !matches!(kind, MemberKind::HardLink(_)) {
                 let gnu_sparse = h.entry_type() == EntryType::GNUSparse;
                 match (&p.sparse_major, p.sparse_size) {
@@ -215,11 +226,32 @@ pub(super) fn read(input: &mut dyn Read, b: &mut Builder<'_>) -> Result<()> {
             } else {
                 kind
             };
+            let mut xattrs = p.xattrs;
+            let acls = [
+                (p.acl_access, &b"system.posix_acl_access"[..], false),
+                (p.acl_default, b"system.posix_acl_default", true),
+            ];
+            for (text, name, default) in acls {
+                let Some(text) = text else { continue };
+                // An attribute stored as such (`--xattrs`) wins.
+                if xattrs.iter().any(|(n, _)| n == name) {
+                    continue;
+                }
+                match acl::to_xattr(&text, default) {
+                    Ok(Some(value)) => xattrs.push((name.to_vec(), value)),
+                    Ok(None) => {}
+                    Err(why) => b.warn(format!(
+                        "'{}': {} ACL left out: {why}",
+                        String::from_utf8_lossy(&path),
+                        if default { "default" } else { "access" }
+                    )),
+                }
+            }
             b.add(Member {
                 path,
                 kind,
                 attrs,
-                xattrs: p.xattrs,
+                xattrs,
             })?;
         }
     }
