@@ -22,7 +22,13 @@ pub struct ImageFile {
     /// Size of the header prefix.
     prefix: u64,
     index: Vec<IndexEntry>,
+    /// Bytes of the file handed to the kernel's write-back so far.
+    written_back: u64,
 }
+
+/// How many bytes are written between requests to start writing them
+/// back to disk: the final `fsync` then has little left to wait for.
+const WRITE_BACK_EVERY: u64 = 16 << 20;
 
 impl ImageFile {
     /// Starts an image that will become `target` (which must not exist
@@ -54,6 +60,7 @@ impl ImageFile {
             position: 0,
             prefix: header.map_or(0, |h| h.len() as u64),
             index: Vec::new(),
+            written_back: 0,
         })
     }
 
@@ -105,6 +112,30 @@ impl ImageFile {
             .and_then(|_| self.out.write_all(payload))
             .map_err(|e| Error::io(&self.target, e))?;
         self.position += (header.len() + payload.len()) as u64;
+        if self.prefix + self.position - self.written_back >= WRITE_BACK_EVERY {
+            self.start_write_back()?;
+        }
+        Ok(())
+    }
+
+    /// Flushes what is buffered and asks the kernel to start writing the
+    /// bytes not yet asked for back to disk, without waiting for it (a
+    /// hint: file systems that cannot do it are not an error).
+    fn start_write_back(&mut self) -> Result<()> {
+        self.out.flush().map_err(|e| Error::io(&self.target, e))?;
+        let end = self.prefix + self.position;
+        use std::os::fd::AsRawFd;
+        let fd = self.out.get_ref().as_file().as_raw_fd();
+        // SAFETY: a plain system call on a file descriptor we own.
+        unsafe {
+            libc::sync_file_range(
+                fd,
+                self.written_back as libc::off64_t,
+                (end - self.written_back) as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+        self.written_back = end;
         Ok(())
     }
 
