@@ -451,18 +451,25 @@ fn write_blocks(
     )
 }
 
+/// Block bytes in flight that keep the workers fed: more only costs
+/// memory, since a block queued behind a busy worker waits either way.
+const ENOUGH_IN_FLIGHT: u64 = 256 << 20;
+
 /// How many blocks may be in memory at once: as many as the memory limit
-/// holds besides the lookback, at least 1, at most 4 per worker.
+/// holds besides the lookback, but no more than [`ENOUGH_IN_FLIGHT`] bytes
+/// (or one per worker and one more, for large blocks); at least 1, at
+/// most 4 per worker.
 fn blocks_in_flight(options: &CreateOptions, plans: &[StreamPlan]) -> usize {
     let max_block = plans
         .iter()
         .map(|p| p.config.block_size)
         .max()
-        .unwrap_or(1 << options.block_size_bits);
+        .unwrap_or(1 << options.block_size_bits) as u64;
     let max_lookback = plans.iter().map(|p| p.config.lookback).max().unwrap_or(0);
-    (options.memory_limit / max_block as u64)
-        .saturating_sub(max_lookback as u64 + 1)
-        .clamp(1, 4 * options.workers.max(1) as u64) as usize
+    let workers = options.workers.max(1) as u64;
+    let by_memory = (options.memory_limit / max_block).saturating_sub(max_lookback as u64 + 1);
+    let enough = (ENOUGH_IN_FLIGHT / max_block).max(workers + 1);
+    by_memory.min(enough).clamp(1, 4 * workers) as usize
 }
 
 /// Builds the metadata (recording each block's category when
