@@ -470,16 +470,25 @@ impl Filesystem {
     /// Finds the inode of a `/`-separated path relative to the root
     /// (empty, `/` and `.` components are skipped; symlinks are not followed).
     pub fn lookup_path(&self, path: &str) -> Result<u32> {
+        self.lookup_path_bytes(path.as_bytes())
+    }
+
+    /// [`Filesystem::lookup_path`] for a path of any bytes (names need not
+    /// be UTF-8), as the C and Python bindings pass them.
+    pub fn lookup_path_bytes(&self, path: &[u8]) -> Result<u32> {
+        let not_found = || Error::NotFound(String::from_utf8_lossy(path).into_owned());
         let mut ino = self.root();
-        for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
-            ino = if part == ".." {
+        for part in path
+            .split(|&b| b == b'/')
+            .filter(|p| !p.is_empty() && *p != b".")
+        {
+            ino = if part == b".." {
                 self.parent(ino)?
             } else {
                 if self.kind_of(ino)? != FileKind::Directory {
-                    return Err(Error::NotFound(path.to_string()));
+                    return Err(not_found());
                 }
-                self.lookup(ino, part.as_bytes())?
-                    .ok_or_else(|| Error::NotFound(path.to_string()))?
+                self.lookup(ino, part)?.ok_or_else(not_found)?
             };
         }
         Ok(ino)
