@@ -39,6 +39,12 @@ def _stat_result(t):
     )
 
 
+def _p(path):
+    """A path as the str the core takes (bytes decoded as os.fsdecode does,
+    so any name round-trips)."""
+    return os.fsdecode(os.fspath(path))
+
+
 def _join(top, name):
     sep = b"/" if isinstance(top, bytes) else "/"
     return top.rstrip(sep) + sep + name
@@ -88,16 +94,16 @@ class Image:
         as an ``os.stat_result`` (st_mode, st_ino, st_nlink, st_uid, st_gid,
         st_size, st_atime/st_mtime/st_ctime and their ``_ns`` forms,
         st_rdev, st_blocks, st_blksize; st_dev is 0)."""
-        return _stat_result(self._core.stat(path, True))
+        return _stat_result(self._core.stat(_p(path), True))
 
     def lstat(self, path):
         """Like ``stat``, but a symlink is described itself, not followed."""
-        return _stat_result(self._core.stat(path, False))
+        return _stat_result(self._core.stat(_p(path), False))
 
     def exists(self, path):
         """Whether ``path`` exists (following symlinks: a dangling one does not)."""
         try:
-            self._core.lookup(path, True)
+            self._core.lookup(_p(path), True)
             return True
         except (FileNotFoundError, NotADirectoryError):
             return False
@@ -119,7 +125,7 @@ class Image:
     def listdir(self, path="/"):
         """The names in directory ``path``, in stored (sorted) order, without
         ``.`` and ``..``; bytes names for a bytes path, as ``os.listdir``."""
-        names = [os.fspath(name) for name, _, _ in self._core.scandir(path)]
+        names = [os.fspath(name) for name, _, _ in self._core.scandir(_p(path))]
         if isinstance(path, bytes):
             return [os.fsencode(n) for n in names]
         return names
@@ -129,7 +135,7 @@ class Image:
         ``top`` down, like ``os.walk`` (top-down; prune by editing
         ``dirnames``). Symlinks are listed in ``filenames`` and not followed."""
         try:
-            entries = self._core.scandir(top)
+            entries = self._core.scandir(_p(top))
         except OSError:
             return
         dirs, files = [], []
@@ -142,7 +148,7 @@ class Image:
 
     def readlink(self, path):
         """The target of symlink ``path`` (``OSError`` EINVAL if not one)."""
-        target = os.fspath(self._core.readlink(path))
+        target = os.fspath(self._core.readlink(_p(path)))
         return os.fsencode(target) if isinstance(path, bytes) else target
 
     def read(self, path, offset=0, size=None):
@@ -163,11 +169,11 @@ class Image:
     def getxattr(self, path, name, follow_symlinks=True):
         """The value (bytes) of extended attribute ``name`` of ``path``
         (``OSError`` ENODATA when it has none of that name)."""
-        return self._core.getxattr(path, name, follow_symlinks)
+        return self._core.getxattr(_p(path), name, follow_symlinks)
 
     def listxattr(self, path, follow_symlinks=True):
         """The names of the extended attributes stored for ``path``."""
-        return self._core.listxattr(path, follow_symlinks)
+        return self._core.listxattr(_p(path), follow_symlinks)
 
     def check(self, full=False):
         """Verifies the image as ``hoard check`` does (``full`` also reads
@@ -182,8 +188,8 @@ class Image:
         return self._core.info()
 
     def _file_inode(self, path):
-        ino = self._core.lookup(path, True)
-        mode = self._core.stat(path, True)[0]
+        ino = self._core.lookup(_p(path), True)
+        mode = self._core.stat(_p(path), True)[0]
         if _stat.S_ISDIR(mode):
             raise IsADirectoryError(21, "Is a directory", os.fsdecode(path))
         if not _stat.S_ISREG(mode):
@@ -200,7 +206,7 @@ class ImageFile(io.RawIOBase):
         self._image = image
         self.name = path
         self._ino = image._file_inode(path)
-        self._size = image._core.stat(path, True)[5]
+        self._size = image._core.stat(_p(path), True)[5]
         self._pos = 0
 
     def readable(self):
