@@ -21,10 +21,25 @@ command -v unzip >/dev/null || need+=(unzip)
 command -v bsdtar >/dev/null || need+=(libarchive-tools)
 command -v zstd >/dev/null || need+=(zstd)
 command -v xz >/dev/null || need+=(xz-utils)
-[ ${#need[@]} -eq 0 ] && exit 0
+# The Python package's build and tests (crates/python): maturin, pytest,
+# fsspec, pandas, from PyPI when missing (Debian's python3 needs pip and,
+# being externally managed, the override).
+py_need=()
+for module in maturin pytest fsspec pandas; do
+  python3 -c "import $module" 2>/dev/null || py_need+=("$module")
+done
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+if [ ${#need[@]} -eq 0 ] && [ ${#py_need[@]} -eq 0 ]; then
+  exit 0
+fi
 if [ "$(id -u)" != 0 ]; then
   echo "missing: ${need[*]} (run as root to install them)" >&2
   exit 1
 fi
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+if [ ${#py_need[@]} -gt 0 ]; then
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q "${py_need[@]}"
+fi

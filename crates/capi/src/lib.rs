@@ -1,0 +1,319 @@
+//! The C API of hoard: `libhoard.so` / `libhoard.a` with `include/hoard.h`.
+//!
+//! A thin layer over [`hoard_reader::Filesystem`]: each function converts
+//! its C arguments, calls the reader, and converts the result to a C return
+//! value (0, a length, or `-errno`). The message of the last failure on the
+//! calling thread is kept for [`hoard_last_error`]. An image handle may be
+//! used from any number of threads at once; no panic crosses the boundary
+//! (one is caught and reported as `-EIO` with its message).
+
+mod convert;
+
+use convert::{c_path, errno_of, fill_stat, guard};
+use hoard_reader::{FileKind, Filesystem, FsOptions};
+use libc::{c_char, c_int, c_void, off_t, ssize_t};
+use std::cell::RefCell;
+use std::ffi::CString;
+use std::path::Path;
+
+/// An open image (opaque to C).
+pub struct HoardImage {
+    fs: Filesystem,
+}
+
+thread_local! {
+    /// The message of the last failure on this thread.
+    static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
+}
+
+/// Called by [`hoard_readdir`] once per entry with its name, its
+/// attributes and the caller's `ctx`; returning non-zero stops the listing.
+pub type HoardReaddirCb = Option<
+    unsafe extern "C" fn(name: *const c_char, st: *const libc::stat, ctx: *mut c_void) -> c_int,
+>;
+
+/// Opens the DwarFS image at `path` (an image after a prefix, such as a
+/// shell script header, is found). Returns NULL on error; see
+/// `hoard_last_error`. Close it with `hoard_close`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_open(path: *const c_char) -> *mut HoardImage {
+    hoard_open_with(path, 0)
+}
+
+/// Like `hoard_open`, keeping at most `cache_size` bytes of decompressed
+/// blocks in memory (0: the default, 512 MiB).
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_open_with(
+    path: *const c_char,
+    cache_size: usize,
+) -> *mut HoardImage {
+    let opened = guard(|| {
+        let bytes = c_path(path)?;
+        let path = Path::new(std::ffi::OsStr::from_encoded_bytes_unchecked(bytes));
+        let mut options = FsOptions::default();
+        if cache_size > 0 {
+            options.cache_size = cache_size;
+        }
+        Filesystem::open(path, &options).map_err(|e| {
+            (
+                libc::EIO,
+                format!("cannot open image '{}': {e}", path.display()),
+            )
+        })
+    });
+    match opened {
+        Ok(fs) => Box::into_raw(Box::new(HoardImage { fs })),
+        Err(e) => {
+            keep_error(&e.1);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// The message of the last failure of a hoard function on the calling
+/// thread (NULL if none yet). Valid until the next failing call on this
+/// thread.
+#[no_mangle]
+pub extern "C" fn hoard_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ref().map_or(std::ptr::null(), |s| s.as_ptr()))
+}
+
+/// Closes an image opened by `hoard_open` (NULL is ignored). No other call
+/// may be using it.
+///
+/// # Safety
+/// `img` is NULL or a handle from `hoard_open` not closed before.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_close(img: *mut HoardImage) {
+    if !img.is_null() {
+        // A panic in a destructor is caught too; nothing can be reported.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(Box::from_raw(img))));
+    }
+}
+
+/// The inode number of `path` (relative to the image root; symlinks are
+/// not followed), for the `_inode` variants; or `-errno`.
+///
+/// # Safety
+/// `img` is a handle from `hoard_open`; `path` a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_lookup(img: *mut HoardImage, path: *const c_char) -> i64 {
+    result(|| Ok(i64::from(lookup(img, path)?.1)))
+}
+
+/// Fills `st` with the attributes of `path` (symlinks are not followed).
+/// Returns 0 or `-errno` (`-ENOENT` when there is no such entry).
+///
+/// # Safety
+/// `img` is a handle from `hoard_open`; `path` a NUL-terminated string;
+/// `st` points to a `struct stat`.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_stat(
+    img: *mut HoardImage,
+    path: *const c_char,
+    st: *mut libc::stat,
+) -> c_int {
+    result(|| {
+        let (image, ino) = lookup(img, path)?;
+        stat_into(image, ino, st)
+    })
+}
+
+/// `hoard_stat` by inode number.
+///
+/// # Safety
+/// `img` is a handle from `hoard_open`; `st` points to a `struct stat`.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_stat_inode(
+    img: *mut HoardImage,
+    ino: u32,
+    st: *mut libc::stat,
+) -> c_int {
+    result(|| stat_into(image(img)?, ino, st))
+}
+
+/// Reads up to `size` bytes of regular file `path` at `offset` into `buf`.
+/// Returns the number of bytes read (less than `size` only at the end of
+/// the file) or `-errno` (`-EISDIR`, `-EINVAL` for other non-files).
+///
+/// # Safety
+/// `img` is a handle from `hoard_open`; `path` a NUL-terminated string;
+/// `buf` has room for `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_read(
+    img: *mut HoardImage,
+    path: *const c_char,
+    buf: *mut c_void,
+    size: usize,
+    offset: off_t,
+) -> ssize_t {
+    result(|| {
+        let (image, ino) = lookup(img, path)?;
+        read_into(image, ino, buf, size, offset)
+    })
+}
+
+/// `hoard_read` by inode number.
+///
+/// # Safety
+/// `img` is a handle from `hoard_open`; `buf` has room for `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_read_inode(
+    img: *mut HoardImage,
+    ino: u32,
+    buf: *mut c_void,
+    size: usize,
+    offset: off_t,
+) -> ssize_t {
+    result(|| read_into(image(img)?, ino, buf, size, offset))
+}
+
+/// Copies the target of symlink `path`, NUL-terminated, into `buf`.
+/// Returns its length (without the NUL), `-ERANGE` when `size` is not
+/// larger than that, `-EINVAL` when `path` is not a symlink, or `-errno`.
+///
+/// # Safety
+/// `img` is a handle from `hoard_open`; `path` a NUL-terminated string;
+/// `buf` has room for `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_readlink(
+    img: *mut HoardImage,
+    path: *const c_char,
+    buf: *mut c_char,
+    size: usize,
+) -> c_int {
+    result(|| {
+        let (image, ino) = lookup(img, path)?;
+        if image.fs.kind(ino).map_err(errno_of)? != FileKind::Symlink {
+            return Err((libc::EINVAL, "not a symbolic link".into()));
+        }
+        let target = image.fs.readlink(ino).map_err(errno_of)?;
+        if target.len() >= size || target.len() >= c_int::MAX as usize {
+            return Err((
+                libc::ERANGE,
+                format!(
+                    "buffer of {size} bytes too small for a target of {} bytes",
+                    target.len()
+                ),
+            ));
+        }
+        if buf.is_null() {
+            return Err((libc::EINVAL, "buffer is NULL".into()));
+        }
+        std::ptr::copy_nonoverlapping(target.as_ptr(), buf.cast::<u8>(), target.len());
+        *buf.add(target.len()) = 0;
+        Ok(target.len() as i64)
+    })
+}
+
+/// Calls `cb` for each entry of directory `path` in stored (sorted) order,
+/// without `.` and `..`, with its name, attributes and `ctx`. Stops when
+/// `cb` returns non-zero. Returns 0 or `-errno` (`-ENOTDIR`, ...).
+///
+/// # Safety
+/// `img` is a handle from `hoard_open`; `path` a NUL-terminated string;
+/// `cb` a valid function.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_readdir(
+    img: *mut HoardImage,
+    path: *const c_char,
+    cb: HoardReaddirCb,
+    ctx: *mut c_void,
+) -> c_int {
+    result(|| {
+        let (image, ino) = lookup(img, path)?;
+        let cb = cb.ok_or_else(|| (libc::EINVAL, "callback is NULL".to_string()))?;
+        if image.fs.kind(ino).map_err(errno_of)? != FileKind::Directory {
+            return Err((libc::ENOTDIR, "not a directory".into()));
+        }
+        for entry in image.fs.readdir_from(ino, 0).map_err(errno_of)? {
+            let entry = entry.map_err(errno_of)?;
+            let st = fill_stat(&image.fs, entry.ino)?;
+            let Ok(name) = CString::new(entry.name) else {
+                return Err((libc::EIO, "entry name contains a NUL byte".into()));
+            };
+            if cb(name.as_ptr(), &st, ctx) != 0 {
+                break;
+            }
+        }
+        Ok(0)
+    })
+}
+
+/// Runs `f`, turning its error (and any panic) into `-errno` with the
+/// message kept for [`hoard_last_error`].
+fn result<T: TryFrom<i64> + Default>(f: impl FnOnce() -> Result<i64, convert::Failure>) -> T {
+    let value = guard(f).unwrap_or_else(|(errno, message)| {
+        keep_error(&message);
+        -i64::from(errno)
+    });
+    T::try_from(value).unwrap_or_default()
+}
+
+/// The image behind `img`.
+unsafe fn image<'a>(img: *mut HoardImage) -> Result<&'a HoardImage, convert::Failure> {
+    img.as_ref()
+        .ok_or_else(|| (libc::EINVAL, "image handle is NULL".to_string()))
+}
+
+/// The image behind `img` and the inode at `path`.
+unsafe fn lookup<'a>(
+    img: *mut HoardImage,
+    path: *const c_char,
+) -> Result<(&'a HoardImage, u32), convert::Failure> {
+    let image = image(img)?;
+    let bytes = c_path(path)?;
+    let ino = image.fs.lookup_path_bytes(bytes).map_err(errno_of)?;
+    Ok((image, ino))
+}
+
+unsafe fn stat_into(
+    image: &HoardImage,
+    ino: u32,
+    st: *mut libc::stat,
+) -> Result<i64, convert::Failure> {
+    let filled = fill_stat(&image.fs, ino)?;
+    let st = st
+        .as_mut()
+        .ok_or_else(|| (libc::EINVAL, "stat buffer is NULL".to_string()))?;
+    *st = filled;
+    Ok(0)
+}
+
+unsafe fn read_into(
+    image: &HoardImage,
+    ino: u32,
+    buf: *mut c_void,
+    size: usize,
+    offset: off_t,
+) -> Result<i64, convert::Failure> {
+    match image.fs.kind(ino).map_err(errno_of)? {
+        FileKind::Regular => {}
+        FileKind::Directory => return Err((libc::EISDIR, "is a directory".into())),
+        _ => return Err((libc::EINVAL, "not a regular file".into())),
+    }
+    let offset =
+        u64::try_from(offset).map_err(|_| (libc::EINVAL, "negative offset".to_string()))?;
+    if size == 0 {
+        return Ok(0);
+    }
+    if buf.is_null() {
+        return Err((libc::EINVAL, "buffer is NULL".into()));
+    }
+    let size = size.min(isize::MAX as usize);
+    let out = std::slice::from_raw_parts_mut(buf.cast::<u8>(), size);
+    let n = image.fs.read(ino, offset, out).map_err(errno_of)?;
+    Ok(n as i64)
+}
+
+/// Keeps `message` as this thread's last error.
+fn keep_error(message: &str) {
+    let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = Some(c));
+}

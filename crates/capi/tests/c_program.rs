@@ -1,0 +1,286 @@
+//! A C program built with the system compiler against `hoard.h` and
+//! libhoard, shared and static (found through `hoard.pc`), walks each
+//! DwarFS-made test image, reads every file and prints what it found; that
+//! must be the image's manifest (the two builds take turns over the
+//! images). `examples/c/hoardcat.c` is built and run
+//! too.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where cargo put libhoard.so and libhoard.a for this test run.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// An installed-like tree: include/hoard.h, lib/libhoard.{so,a},
+/// lib/pkgconfig/hoard.pc.
+fn install(root: &Path) {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(root.join("include")).unwrap();
+    std::fs::create_dir_all(root.join("lib/pkgconfig")).unwrap();
+    std::fs::copy(
+        crate_dir.join("include/hoard.h"),
+        root.join("include/hoard.h"),
+    )
+    .unwrap();
+    std::fs::copy(
+        crate_dir.join("hoard.pc"),
+        root.join("lib/pkgconfig/hoard.pc"),
+    )
+    .unwrap();
+    for lib in ["libhoard.so", "libhoard.a"] {
+        std::fs::copy(lib_dir().join(lib), root.join("lib").join(lib))
+            .unwrap_or_else(|e| panic!("{lib} in {}: {e}", lib_dir().display()));
+    }
+}
+
+/// Flags from `pkg-config` for the tree at `root`.
+fn pkg_config(root: &Path, args: &[&str]) -> Vec<String> {
+    let out = Command::new("pkg-config")
+        .arg(format!("--define-variable=prefix={}", root.display()))
+        .args(args)
+        .arg("hoard")
+        .env("PKG_CONFIG_PATH", root.join("lib/pkgconfig"))
+        .output()
+        .expect("pkg-config");
+    assert!(
+        out.status.success(),
+        "pkg-config: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// Compiles `source` linked shared (`static_link` false) or static.
+fn compile(root: &Path, source: &Path, output: &Path, static_link: bool) {
+    let mut cmd = Command::new("cc");
+    cmd.args(["-O2", "-Wall", "-Werror", "-o"])
+        .arg(output)
+        .arg(source);
+    cmd.args(pkg_config(root, &["--cflags"]));
+    if static_link {
+        for flag in pkg_config(root, &["--static", "--libs"]) {
+            if flag == "-lhoard" {
+                cmd.arg(root.join("lib/libhoard.a"));
+            } else if !flag.starts_with("-L") {
+                cmd.arg(flag);
+            }
+        }
+    } else {
+        cmd.args(pkg_config(root, &["--libs"]));
+        cmd.arg(format!("-Wl,-rpath,{}", root.join("lib").display()));
+    }
+    let out = cmd.output().expect("cc");
+    assert!(
+        out.status.success(),
+        "cc {}: {}",
+        source.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('\n', "\\n")
+        .replace('\t', "\\t")
+}
+
+/// The manifest as the lines the C program prints, without the mtime of
+/// hard links whose manifest shows several (see `mixed_groups`).
+fn expected_lines(manifest: &str) -> Vec<String> {
+    let entries: Vec<serde_json::Value> = manifest
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mixed = mixed_groups(&entries);
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "-".to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    entries
+        .iter()
+        .map(|e| {
+            let kind = e["type"].as_str().unwrap();
+            let keep_time = !e["link"].as_str().is_some_and(|l| mixed.contains(l));
+            let rdev = match e["rdev"].as_array() {
+                Some(r) => format!("{},{}", r[0], r[1]),
+                None => "-".into(),
+            };
+            [
+                escape(e["path"].as_str().unwrap()),
+                kind.to_string(),
+                text(&e["mode"]),
+                text(&e["uid"]),
+                text(&e["gid"]),
+                if matches!(kind, "f" | "l") {
+                    text(&e["size"])
+                } else {
+                    "-".into()
+                },
+                if keep_time {
+                    text(&e["mtime"])
+                } else {
+                    "*".into()
+                },
+                if keep_time {
+                    text(&e["mtime_ns"])
+                } else {
+                    "*".into()
+                },
+                if kind == "f" {
+                    text(&e["nlink"])
+                } else {
+                    "-".into()
+                },
+                rdev,
+                e["target"].as_str().map_or("-".into(), escape),
+                text(e.get("sha256").unwrap_or(&serde_json::Value::Null)),
+            ]
+            .join("\t")
+        })
+        .collect()
+}
+
+/// Hard-link groups whose links the manifest shows with different
+/// mtimes (format 2.2 and older give each link its own inode data).
+fn mixed_groups(entries: &[serde_json::Value]) -> HashSet<String> {
+    let mut times: HashMap<&str, HashSet<i64>> = HashMap::new();
+    for e in entries {
+        if let Some(link) = e["link"].as_str() {
+            times
+                .entry(link)
+                .or_default()
+                .insert(e["mtime"].as_i64().unwrap());
+        }
+    }
+    times
+        .into_iter()
+        .filter(|(_, t)| t.len() > 1)
+        .map(|(l, _)| l.to_string())
+        .collect()
+}
+
+/// The C program's lines, with the mtime of the same links blanked.
+fn actual_lines(output: &str, manifest: &str) -> Vec<String> {
+    let entries: Vec<serde_json::Value> = manifest
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mixed = mixed_groups(&entries);
+    let blanked: HashSet<String> = entries
+        .iter()
+        .filter(|e| e["link"].as_str().is_some_and(|l| mixed.contains(l)))
+        .map(|e| escape(e["path"].as_str().unwrap()))
+        .collect();
+    output
+        .lines()
+        .map(|l| {
+            let mut fields: Vec<&str> = l.split('\t').collect();
+            if blanked.contains(fields[0]) {
+                fields[6] = "*";
+                fields[7] = "*";
+            }
+            fields.join("\t")
+        })
+        .collect()
+}
+
+fn differences(mut expected: Vec<String>, mut actual: Vec<String>) -> String {
+    expected.sort();
+    actual.sort();
+    let e: HashSet<&String> = expected.iter().collect();
+    let a: HashSet<&String> = actual.iter().collect();
+    let mut report = String::new();
+    for l in expected.iter().filter(|l| !a.contains(l)).take(5) {
+        report += &format!("  expected: {l}\n");
+    }
+    for l in actual.iter().filter(|l| !e.contains(l)).take(5) {
+        report += &format!("  got:      {l}\n");
+    }
+    report
+}
+
+#[test]
+fn c_program_reads_every_image_like_its_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("prefix");
+    install(&root);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/manifest.c");
+    let programs = [("shared", false), ("static", true)].map(|(name, static_link)| {
+        let exe = dir.path().join(format!("manifest-{name}"));
+        compile(&root, &source, &exe, static_link);
+        (name, exe)
+    });
+    let mut images = Vec::new();
+    for group in ["compat", "upstream", "misc"] {
+        images.extend(hoard_testdata::images_with_manifest(group));
+    }
+    assert!(images.len() >= 15, "{} images", images.len());
+    let mut failures = Vec::new();
+    // Both builds read the first image; then they take turns (each reads
+    // every kind of image, in half the time).
+    for (i, (image, manifest)) in images.iter().enumerate() {
+        let manifest = std::fs::read_to_string(manifest).unwrap();
+        let turn = if i == 0 {
+            &programs[..]
+        } else {
+            &programs[i % 2..i % 2 + 1]
+        };
+        for (name, exe) in turn {
+            let out = Command::new(exe).arg(image).output().unwrap();
+            let label = format!("{} ({name})", image.display());
+            if !out.status.success() {
+                failures.push(format!("{label}: {}", String::from_utf8_lossy(&out.stderr)));
+                continue;
+            }
+            let report = differences(
+                expected_lines(&manifest),
+                actual_lines(&String::from_utf8_lossy(&out.stdout), &manifest),
+            );
+            if !report.is_empty() {
+                failures.push(format!("{label}:\n{report}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn hoardcat_example_prints_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("prefix");
+    install(&root);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/c/hoardcat.c");
+    let exe = dir.path().join("hoardcat");
+    compile(&root, &source, &exe, false);
+    let image = hoard_testdata::image("compat", "compat-v0.9.10.dwarfs").unwrap();
+    let manifest = std::fs::read_to_string(image.with_extension("manifest")).unwrap();
+    let file: serde_json::Value = manifest
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "f" && e["size"].as_u64() > Some(1000))
+        .expect("a file in the manifest");
+    let path = file["path"].as_str().unwrap();
+    let out = Command::new(&exe).arg(&image).arg(path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout.len() as u64, file["size"].as_u64().unwrap());
+    let missing = Command::new(&exe)
+        .arg(&image)
+        .arg("no/such/file")
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no/such/file"));
+}

@@ -1,0 +1,289 @@
+"""Read and build DwarFS images.
+
+>>> import hoard
+>>> with hoard.Image("data.dwarfs") as img:
+...     for dirpath, dirnames, filenames in img.walk():
+...         print(dirpath, filenames)
+...     data = img.read("docs/readme.txt")
+...     with img.open("big.bin") as f:
+...         f.seek(1 << 20)
+...         chunk = f.read(4096)
+>>> hoard.create("tree/", "tree.dwarfs", level=7)
+
+Paths inside an image are relative to its root ("a/b" and "/a/b" are the
+same); they may be str, bytes or os.PathLike. An ``Image`` may be used by
+many threads at once: every read releases the GIL while it decompresses.
+Errors are ``FileNotFoundError``, ``NotADirectoryError``,
+``IsADirectoryError``, ``OSError`` as for files on disk, and
+``hoard.ImageError`` (an ``OSError``) for damaged or unreadable images.
+"""
+
+import io
+import os
+import stat as _stat
+
+from . import _hoard
+from ._hoard import ImageError
+
+__all__ = ["Image", "ImageFile", "ImageError", "create", "rewrite"]
+
+
+def _stat_result(t):
+    mode, ino, nlink, uid, gid, size, atime, mtime, ctime, rdev, blocks, blksize = t
+    ns = [sec * 1_000_000_000 + nsec for sec, nsec in (atime, mtime, ctime)]
+    return os.stat_result(
+        (mode, ino, 0, nlink, uid, gid, size, atime[0], mtime[0], ctime[0])
+        + tuple(n / 1e9 for n in ns)
+        + tuple(ns)
+        + (blksize, blocks, rdev)
+    )
+
+
+def _p(path):
+    """A path as the str the core takes (bytes decoded as os.fsdecode does,
+    so any name round-trips)."""
+    return os.fsdecode(os.fspath(path))
+
+
+def _join(top, name):
+    sep = b"/" if isinstance(top, bytes) else "/"
+    return top.rstrip(sep) + sep + name
+
+
+class Image:
+    """An open DwarFS image.
+
+    ``Image(path, offset="auto", cache_size=None)`` opens the image file
+    ``path``; ``offset`` is ``"auto"`` (find the image after any header,
+    such as a shell script) or the byte offset where it starts;
+    ``cache_size`` the bytes of decompressed blocks kept in memory
+    (default 512 MiB). Use it as a context manager, or call ``close()``.
+    Raises ``FileNotFoundError`` for a missing file and ``ImageError``
+    when it is not a readable image.
+    """
+
+    def __init__(self, path, offset="auto", cache_size=None):
+        self._core = _hoard.Image(path, offset, cache_size)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return f"<hoard.Image {os.fspath(self.path)!r} ({state})>"
+
+    @property
+    def path(self):
+        """The image file's path."""
+        return self._core.path
+
+    @property
+    def closed(self):
+        """Whether the image was closed."""
+        return self._core.closed
+
+    def close(self):
+        """Closes the image; reads under way in other threads finish first."""
+        self._core.close()
+
+    def stat(self, path):
+        """The attributes of ``path``, following symlinks inside the image,
+        as an ``os.stat_result`` (st_mode, st_ino, st_nlink, st_uid, st_gid,
+        st_size, st_atime/st_mtime/st_ctime and their ``_ns`` forms,
+        st_rdev, st_blocks, st_blksize; st_dev is 0)."""
+        return _stat_result(self._core.stat(_p(path), True))
+
+    def lstat(self, path):
+        """Like ``stat``, but a symlink is described itself, not followed."""
+        return _stat_result(self._core.stat(_p(path), False))
+
+    def exists(self, path):
+        """Whether ``path`` exists (following symlinks: a dangling one does not)."""
+        try:
+            self._core.lookup(_p(path), True)
+            return True
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def isdir(self, path):
+        """Whether ``path`` is a directory (following symlinks)."""
+        try:
+            return _stat.S_ISDIR(self.stat(path).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def isfile(self, path):
+        """Whether ``path`` is a regular file (following symlinks)."""
+        try:
+            return _stat.S_ISREG(self.stat(path).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def listdir(self, path="/"):
+        """The names in directory ``path``, in stored (sorted) order, without
+        ``.`` and ``..``; bytes names for a bytes path, as ``os.listdir``."""
+        names = [os.fspath(name) for name, _, _ in self._core.scandir(_p(path))]
+        if isinstance(path, bytes):
+            return [os.fsencode(n) for n in names]
+        return names
+
+    def walk(self, top="/"):
+        """Yields ``(dirpath, dirnames, filenames)`` for each directory from
+        ``top`` down, like ``os.walk`` (top-down; prune by editing
+        ``dirnames``). Symlinks are listed in ``filenames`` and not followed."""
+        try:
+            entries = self._core.scandir(_p(top))
+        except OSError:
+            return
+        dirs, files = [], []
+        for name, _, mode in entries:
+            name = os.fsencode(name) if isinstance(top, bytes) else os.fspath(name)
+            (dirs if _stat.S_ISDIR(mode) else files).append(name)
+        yield top, dirs, files
+        for d in dirs:
+            yield from self.walk(_join(top, d))
+
+    def readlink(self, path):
+        """The target of symlink ``path`` (``OSError`` EINVAL if not one)."""
+        target = os.fspath(self._core.readlink(_p(path)))
+        return os.fsencode(target) if isinstance(path, bytes) else target
+
+    def read(self, path, offset=0, size=None):
+        """The contents of file ``path`` (symlinks followed) as bytes: all
+        of it, or ``size`` bytes from ``offset``."""
+        return self._core.pread(self._file_inode(path), offset, size)
+
+    def open(self, path, mode="rb", buffering=-1):
+        """Opens file ``path`` for reading: a seekable binary file
+        (``io.RawIOBase``: read, readinto, seek, tell), or with
+        ``buffering`` > 0 an ``io.BufferedReader`` over it. Only mode
+        ``"rb"`` (or ``"r"``, also binary) is supported."""
+        if mode not in ("r", "rb"):
+            raise ValueError(f"invalid mode {mode!r}: images are read-only and binary")
+        raw = ImageFile(self, path)
+        return io.BufferedReader(raw, buffering) if buffering > 0 else raw
+
+    def getxattr(self, path, name, follow_symlinks=True):
+        """The value (bytes) of extended attribute ``name`` of ``path``
+        (``OSError`` ENODATA when it has none of that name)."""
+        return self._core.getxattr(_p(path), name, follow_symlinks)
+
+    def listxattr(self, path, follow_symlinks=True):
+        """The names of the extended attributes stored for ``path``."""
+        return self._core.listxattr(_p(path), follow_symlinks)
+
+    def check(self, full=False):
+        """Verifies the image as ``hoard check`` does (``full`` also reads
+        every block and file). Returns a dict: ``ok``, ``problems`` (one
+        line each), ``sections``, ``blocks``, ``inodes``."""
+        return self._core.check(full)
+
+    def info(self):
+        """Facts about the image as a dict: path, format_version,
+        image_offset, file_size, block_size, blocks, inodes, total_fs_size,
+        sections, categories, has_xattrs, has_recovery_data."""
+        return self._core.info()
+
+    def _file_inode(self, path):
+        ino = self._core.lookup(_p(path), True)
+        mode = self._core.stat(_p(path), True)[0]
+        if _stat.S_ISDIR(mode):
+            raise IsADirectoryError(21, "Is a directory", os.fsdecode(path))
+        if not _stat.S_ISREG(mode):
+            raise OSError(22, "Not a regular file", os.fsdecode(path))
+        return ino
+
+
+class ImageFile(io.RawIOBase):
+    """A file inside an image, open for reading (from ``Image.open``):
+    seekable, binary, unbuffered. Each read releases the GIL."""
+
+    def __init__(self, image, path):
+        super().__init__()
+        self._image = image
+        self.name = path
+        self._ino = image._file_inode(path)
+        self._size = image._core.stat(_p(path), True)[5]
+        self._pos = 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readinto(self, b):
+        """Reads up to ``len(b)`` bytes into ``b``; returns how many."""
+        self._checkClosed()
+        with memoryview(b) as view, view.cast("B") as out:
+            data = self._image._core.pread(self._ino, self._pos, len(out))
+            out[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def readall(self):
+        """The rest of the file, in one read."""
+        self._checkClosed()
+        data = self._image._core.pread(self._ino, self._pos, None)
+        self._pos += len(data)
+        return data
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        """Moves to ``offset`` from the start, the current position or the
+        end (``whence``); returns the new position."""
+        self._checkClosed()
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        if base + offset < 0:
+            raise OSError(22, "Invalid argument: negative seek position")
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self):
+        """The current position."""
+        self._checkClosed()
+        return self._pos
+
+    @property
+    def size(self):
+        """The file's size in bytes."""
+        return self._size
+
+
+def create(source_dir, image_path, level=7, progress=None, **options):
+    """Builds the image ``image_path`` from the directory (or tar/cpio
+    archive) ``source_dir`` at compression ``level`` 0 to 9; returns a dict
+    summary (files, original_bytes, image_bytes, warnings, ...).
+
+    ``options`` are those of ``hoard create``, named as its long options
+    with ``_`` for ``-``: force, block_size_bits, compression,
+    metadata_compression, schema_compression, window_size, window_step,
+    max_lookback_blocks, order, categorize (True or a list string),
+    num_workers, memory_limit (bytes), with_devices, with_specials,
+    remove_empty_dirs, no_xattrs, no_sparse_files, filter (list of rules),
+    set_owner, set_group, set_time (seconds), keep_all_times, chmod,
+    pack_metadata, no_section_index, recovery (percent), header (bytes or a
+    file path). Per-category values (``CATEGORY::VALUE``) are not taken.
+
+    ``progress``, if given, is called a few times a second with a dict
+    (phase, entries_scanned, bytes_scanned, bytes_hashed, bytes_segmented,
+    blocks_written, bytes_compressed, ...); an exception it raises, or
+    Ctrl-C, stops the build. The image is written to a temporary file and
+    renamed into place when complete.
+    """
+    return _hoard.create(source_dir, image_path, level, progress, options)
+
+
+def rewrite(source, image_path, level=7, **options):
+    """Rewrites image ``source`` as ``image_path``, recompressing with the
+    codecs of ``level``; returns ``(blocks, input_bytes, output_bytes)``.
+
+    ``options`` are those of ``hoard rewrite``: force, recompress ("all",
+    "block", "metadata", "none"), compression, metadata_compression,
+    schema_compression, image_offset, pack_metadata, num_workers,
+    memory_limit, no_section_index, recovery, header, and with
+    ``rebuild_metadata=True``: set_owner, set_group, set_time, chmod.
+    """
+    return _hoard.rewrite(source, image_path, level, options)

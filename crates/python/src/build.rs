@@ -1,0 +1,354 @@
+//! `hoard.create` and `hoard.rewrite`: keyword options (named as the
+//! command line's long options, `-` written `_`) turned into
+//! hoard-writer's options, the build run without the GIL, and an optional
+//! progress callback called from the calling thread a few times a second.
+
+use crate::errors::image_error;
+use hoard_format::write::PackOptions;
+use hoard_writer::categorize::{CategorizeOptions, Categorizer, IncompressibleOptions};
+use hoard_writer::chmod::Chmod;
+use hoard_writer::filter::Filter;
+use hoard_writer::level::Level;
+use hoard_writer::order::Order;
+use hoard_writer::rewrite::{Rebuild, RewriteOptions};
+use hoard_writer::{CreateOptions, Progress};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyDictMethods};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the progress callback is called.
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// The keyword options still to use, taken one by one; any left over is
+/// an unknown option.
+struct Options<'py>(Bound<'py, PyDict>);
+
+impl<'py> Options<'py> {
+    fn new(py: Python<'py>, given: Option<&Bound<'py, PyDict>>) -> PyResult<Self> {
+        Ok(Options(match given {
+            Some(d) => d.copy()?,
+            None => PyDict::new(py),
+        }))
+    }
+
+    /// Takes option `name`, converted.
+    fn take<T: for<'a> FromPyObjectOwned<'a>>(&self, name: &str) -> PyResult<Option<T>> {
+        let Some(value) = self.0.get_item(name)? else {
+            return Ok(None);
+        };
+        self.0.del_item(name)?;
+        if value.is_none() {
+            return Ok(None);
+        }
+        let extracted = value.extract::<T>().map_err(Into::<PyErr>::into);
+        extracted
+            .map(Some)
+            .map_err(|e| PyTypeError::new_err(format!("option {name}: {e}")))
+    }
+
+    /// Takes flag `name` (false when absent).
+    fn flag(&self, name: &str) -> PyResult<bool> {
+        Ok(self.take::<bool>(name)?.unwrap_or(false))
+    }
+
+    /// Fails on any option not taken.
+    fn finish(self, what: &str) -> PyResult<()> {
+        let left: Vec<String> = self.0.keys().iter().map(|k| k.to_string()).collect();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(PyTypeError::new_err(format!(
+                "{what}() got unknown options: {}",
+                left.join(", ")
+            )))
+        }
+    }
+}
+
+fn level_of(level: u8) -> PyResult<Level> {
+    Level::get(level)
+        .ok_or_else(|| PyValueError::new_err(format!("level {level} out of range 0 to 9")))
+}
+
+fn value_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// The bytes of a `header` option: bytes, or the path of a file.
+fn header(options: &Options<'_>) -> PyResult<Option<Vec<u8>>> {
+    let Some(value) = options.0.get_item("header")? else {
+        return Ok(None);
+    };
+    options.0.del_item("header")?;
+    if let Ok(bytes) = value.extract::<Vec<u8>>() {
+        return Ok(Some(bytes));
+    }
+    let path: PathBuf = value.extract()?;
+    Ok(Some(std::fs::read(&path)?))
+}
+
+/// Builds the image `image_path` from the directory (or tar/cpio archive)
+/// `source`; see `hoard.create` for the options.
+#[pyfunction]
+#[pyo3(signature = (source, image_path, level=hoard_writer::level::DEFAULT_LEVEL, progress=None, options=None))]
+pub fn create<'py>(
+    py: Python<'py>,
+    source: PathBuf,
+    image_path: PathBuf,
+    level: u8,
+    progress: Option<Bound<'py, PyAny>>,
+    options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let opts = Options::new(py, options)?;
+    let mut o = CreateOptions::at_level(source, image_path, level_of(level)?);
+    o.force = opts.flag("force")?;
+    if let Some(b) = opts.take("block_size_bits")? {
+        o.block_size_bits = b;
+    }
+    if let Some(c) = opts.take("compression")? {
+        o.data_compression = c;
+    }
+    if let Some(c) = opts.take("metadata_compression")? {
+        o.metadata_compression = c;
+    }
+    if let Some(c) = opts.take("schema_compression")? {
+        o.schema_compression = c;
+    }
+    if let Some(w) = opts.take("window_size")? {
+        o.window_bits = w;
+    }
+    if let Some(w) = opts.take("window_step")? {
+        o.window_step_shift = w;
+    }
+    if let Some(b) = opts.take("max_lookback_blocks")? {
+        o.lookback = b;
+    }
+    if let Some(order) = opts.take::<String>("order")? {
+        o.order = Order::parse(&order).map_err(value_error)?;
+    }
+    if let Some(list) = categorizers(&opts)? {
+        o.categorize = Some(CategorizeOptions {
+            categorizers: Categorizer::parse_list(&list).map_err(value_error)?,
+            incompressible: IncompressibleOptions {
+                min_input_size: 256,
+                block_size: 1 << 20,
+                fragments: false,
+                ratio: 0.99,
+                zstd_level: -1,
+            },
+        });
+        o.per_category = hoard_writer::level::category_defaults(level);
+    }
+    if let Some(n) = opts.take::<usize>("num_workers")? {
+        o.workers = n.max(1);
+    }
+    if let Some(l) = opts.take("memory_limit")? {
+        o.memory_limit = l;
+    }
+    o.scan.with_devices = opts.flag("with_devices")?;
+    o.scan.with_specials = opts.flag("with_specials")?;
+    o.scan.remove_empty_dirs = opts.flag("remove_empty_dirs")?;
+    o.scan.no_xattrs = opts.flag("no_xattrs")?;
+    o.sparse = !opts.flag("no_sparse_files")?;
+    if let Some(rules) = opts.take::<Vec<String>>("filter")? {
+        o.filter = Some(Filter::parse(&rules).map_err(value_error)?);
+    }
+    o.attrs.set_owner = opts.take("set_owner")?;
+    o.attrs.set_group = opts.take("set_group")?;
+    o.attrs.set_time = opts.take("set_time")?;
+    o.attrs.keep_all_times = opts.flag("keep_all_times")?;
+    if let Some(chmod) = opts.take::<String>("chmod")? {
+        o.attrs.chmod = Some(Chmod::parse(&chmod).map_err(value_error)?);
+    }
+    if let Some(pack) = opts.take::<String>("pack_metadata")? {
+        o.pack = PackOptions::parse(&pack).map_err(value_error)?;
+    }
+    o.section_index = !opts.flag("no_section_index")?;
+    o.recovery = opts.take("recovery")?;
+    o.header = header(&opts)?;
+    opts.finish("create")?;
+
+    let live = Progress::default();
+    let summary = run_with_progress(py, progress.as_ref(), &live, |cancel| {
+        hoard_writer::create(&o, &live, cancel)
+    })?;
+    let c = &summary.counts;
+    let dict = PyDict::new(py);
+    dict.set_item("directories", c.dirs)?;
+    dict.set_item("symlinks", c.symlinks)?;
+    dict.set_item("files", c.files)?;
+    dict.set_item("devices", c.devices)?;
+    dict.set_item("specials", c.specials)?;
+    dict.set_item("original_bytes", summary.original_bytes)?;
+    dict.set_item("duplicate_files", summary.duplicate_files)?;
+    dict.set_item("blocks", summary.blocks)?;
+    dict.set_item("image_bytes", summary.image_bytes)?;
+    dict.set_item("warnings", &summary.warnings)?;
+    Ok(dict)
+}
+
+/// The `categorize` option: True for every categorizer, or a list.
+fn categorizers(opts: &Options<'_>) -> PyResult<Option<String>> {
+    let Some(value) = opts.0.get_item("categorize")? else {
+        return Ok(None);
+    };
+    opts.0.del_item("categorize")?;
+    if let Ok(all) = value.extract::<bool>() {
+        return Ok(all.then(|| "fits,pcmaudio,binary,incompressible".to_string()));
+    }
+    value
+        .extract::<String>()
+        .map(Some)
+        .map_err(|_| PyTypeError::new_err("option categorize: True or a comma-separated list"))
+}
+
+/// Runs `build` on another thread, without the GIL; meanwhile calls
+/// `callback` (if any) with the counters of `live` a few times a second.
+/// An exception in the callback, or Ctrl-C, cancels the build.
+fn run_with_progress<T: Send>(
+    py: Python<'_>,
+    callback: Option<&Bound<'_, PyAny>>,
+    live: &Progress,
+    build: impl FnOnce(Arc<AtomicBool>) -> hoard_writer::Result<T> + Send,
+) -> PyResult<T> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut raised: Option<PyErr> = None;
+    let result = std::thread::scope(|scope| {
+        let worker = {
+            let cancel = Arc::clone(&cancel);
+            scope.spawn(move || build(cancel))
+        };
+        while !worker.is_finished() {
+            py.detach(|| std::thread::sleep(PROGRESS_EVERY));
+            if raised.is_some() {
+                continue;
+            }
+            let report = py.check_signals().and_then(|()| match callback {
+                Some(cb) => cb.call1((progress_dict(py, live)?,)).map(drop),
+                None => Ok(()),
+            });
+            if let Err(e) = report {
+                raised = Some(e);
+                cancel.store(true, Ordering::Relaxed);
+            }
+        }
+        worker.join()
+    });
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    match result {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(image_error(e)),
+        Err(_) => Err(PyKeyboardInterrupt::new_err(
+            "the build stopped unexpectedly",
+        )),
+    }
+}
+
+/// The progress counters as a dict: phase and counts.
+fn progress_dict<'py>(py: Python<'py>, p: &Progress) -> PyResult<Bound<'py, PyDict>> {
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let dict = PyDict::new(py);
+    dict.set_item("phase", format!("{:?}", p.phase()).to_lowercase())?;
+    dict.set_item("entries_scanned", get(&p.scan.entries))?;
+    dict.set_item("bytes_scanned", get(&p.scan.bytes))?;
+    dict.set_item("bytes_hashed", get(&p.dedupe.bytes))?;
+    dict.set_item("bytes_to_segment", get(&p.to_segment))?;
+    dict.set_item("bytes_segmented", get(&p.segmented))?;
+    dict.set_item("blocks_written", get(&p.blocks.blocks))?;
+    dict.set_item("bytes_compressed", get(&p.blocks.compressed_bytes))?;
+    Ok(dict)
+}
+
+/// Rewrites image `source` as `image_path` with new compression (and,
+/// with `rebuild_metadata`, new owners, times, permissions); see
+/// `hoard.rewrite` for the options.
+#[pyfunction]
+#[pyo3(signature = (source, image_path, level=hoard_writer::level::DEFAULT_LEVEL, options=None))]
+pub fn rewrite(
+    py: Python<'_>,
+    source: PathBuf,
+    image_path: PathBuf,
+    level: u8,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<(u64, u64, u64)> {
+    let opts = Options::new(py, options)?;
+    let level = level_of(level)?;
+    let recompress = opts
+        .take::<String>("recompress")?
+        .unwrap_or_else(|| "all".into());
+    let (blocks, metadata) = match recompress.as_str() {
+        "all" => (true, true),
+        "block" => (true, false),
+        "metadata" => (false, true),
+        "none" => (false, false),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "recompress '{other}': expected all, block, metadata or none"
+            )))
+        }
+    };
+    let data_compression = opts.take::<String>("compression")?;
+    let metadata_compression = opts.take::<String>("metadata_compression")?;
+    let rebuild = if opts.flag("rebuild_metadata")? {
+        Some(Rebuild {
+            set_owner: opts.take("set_owner")?,
+            set_group: opts.take("set_group")?,
+            set_time: opts.take("set_time")?,
+            chmod: opts
+                .take::<String>("chmod")?
+                .map(|c| Chmod::parse(&c).map_err(value_error))
+                .transpose()?,
+        })
+    } else {
+        None
+    };
+    let offset = match opts.take::<String>("image_offset")? {
+        Some(o) => o.parse().map_err(PyValueError::new_err)?,
+        None => Default::default(),
+    };
+    let options = RewriteOptions {
+        input: source,
+        offset,
+        output: image_path,
+        force: opts.flag("force")?,
+        data_compression: blocks.then(|| data_compression.unwrap_or_else(|| level.data.into())),
+        per_category: Default::default(),
+        metadata_compression: metadata
+            .then(|| metadata_compression.unwrap_or_else(|| level.metadata.into())),
+        schema_compression: opts
+            .take("schema_compression")?
+            .unwrap_or_else(|| level.schema.into()),
+        rebuild,
+        pack: PackOptions::parse(
+            &opts
+                .take::<String>("pack_metadata")?
+                .unwrap_or_else(|| "auto".into()),
+        )
+        .map_err(value_error)?,
+        workers: opts
+            .take::<usize>("num_workers")?
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1),
+        memory_limit: opts
+            .take("memory_limit")?
+            .unwrap_or_else(hoard_writer::pipeline::default_memory_limit),
+        history: None,
+        section_index: !opts.flag("no_section_index")?,
+        recovery: opts.take("recovery")?,
+        header: header(&opts)?,
+    };
+    opts.finish("rewrite")?;
+    let progress = Default::default();
+    let summary = py
+        .detach(|| {
+            hoard_writer::rewrite::rewrite(&options, &progress, Arc::new(AtomicBool::new(false)))
+        })
+        .map_err(image_error)?;
+    Ok((summary.blocks, summary.input_bytes, summary.output_bytes))
+}
