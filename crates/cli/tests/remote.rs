@@ -174,15 +174,29 @@ fn commands_match_local(url: &str, fx: &Fixture) {
     assert_eq!(cat(url), cat(local));
     ok(&remote_hoard(&["check", "--full", url]));
     let expected = manifest_of(&fx.image);
-    assert_eq!(manifest_diff(&expected, &manifest_of_url(url), Compare::Mounted), "");
+    assert_eq!(
+        manifest_diff(&expected, &manifest_of_url(url), Compare::Mounted),
+        ""
+    );
     let out = fx.path("extracted");
     let _ = std::fs::remove_dir_all(&out);
-    ok(&remote_hoard(&["extract", url, "-o", out.to_str().unwrap()]));
-    assert_eq!(manifest_diff(&expected, &manifest_of(&out), Compare::Extracted), "");
+    ok(&remote_hoard(&[
+        "extract",
+        url,
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        manifest_diff(&expected, &manifest_of(&out), Compare::Extracted),
+        ""
+    );
     let info = ok(&remote_hoard(&["info", "--verbose", "--json", url]));
     let info: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert!(info["remote"]["requests"].as_u64().unwrap() >= 1, "{info}");
-    assert!(info["remote"]["bytes"].as_u64().unwrap() < fx.size(), "{info}");
+    assert!(
+        info["remote"]["bytes"].as_u64().unwrap() < fx.size(),
+        "{info}"
+    );
 }
 
 fn manifest_of_url(url: &str) -> String {
@@ -275,7 +289,8 @@ fn http_mount_reads_the_tree_fetching_each_block_once() {
         let diff = manifest_diff(&expected, &manifest_of(&mnt), Compare::Mounted);
         assert_eq!(diff, "", "second mount differs");
     }
-    assert_eq!(server.stats()["bytes"], 0, "the second mount fetched bytes");
+    let stats = server.stats();
+    assert_eq!(stats["bytes"], 0, "the second mount fetched: {stats}");
 }
 
 #[test]
@@ -287,7 +302,11 @@ fn full_cold_read_fetches_at_most_1_1x_the_image() {
     let server = RangeServer::start(&fx.image).expect("range server starts");
     let mnt = fx.path("mnt");
     let m = mount(&server.url(), &mnt, "");
-    let diff = manifest_diff(&manifest_of(&fx.image), &manifest_of(&mnt), Compare::Mounted);
+    let diff = manifest_diff(
+        &manifest_of(&fx.image),
+        &manifest_of(&mnt),
+        Compare::Mounted,
+    );
     assert_eq!(diff, "");
     drop(m);
     let bytes = server.stats()["bytes"].as_u64().unwrap();
@@ -308,15 +327,26 @@ fn retried_faults_give_correct_results() {
     let expected = manifest_of(&fx.image);
     // Every 5th request dropped.
     server.set("drop_every=5");
-    assert_eq!(manifest_diff(&expected, &manifest_of_url(&server.url()), Compare::Mounted), "");
+    assert_eq!(
+        manifest_diff(&expected, &manifest_of_url(&server.url()), Compare::Mounted),
+        ""
+    );
     // 503 twice, then answers.
     server.set("drop_every=0&fail_503=2");
     let info = ok(&remote_hoard(&["info", "-v", "-j", &server.url()]));
     let info: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(info["remote"]["failures"], 2, "{info}");
     let out = fx.path("x");
-    ok(&remote_hoard(&["extract", &server.url(), "-o", out.to_str().unwrap()]));
-    assert_eq!(manifest_diff(&expected, &manifest_of(&out), Compare::Extracted), "");
+    ok(&remote_hoard(&[
+        "extract",
+        &server.url(),
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        manifest_diff(&expected, &manifest_of(&out), Compare::Extracted),
+        ""
+    );
 }
 
 /// Each file through `hoard cat` over the URL: exactly right, or a failure
@@ -324,14 +354,21 @@ fn retried_faults_give_correct_results() {
 fn cat_each(url: &str, fx: &Fixture) -> (usize, usize) {
     let (mut good, mut failed) = (0, 0);
     for i in 0..24u64 {
-        let name = if i % 3 == 0 { format!("sub/f{i:02}") } else { format!("f{i:02}") };
+        let name = if i % 3 == 0 {
+            format!("sub/f{i:02}")
+        } else {
+            format!("f{i:02}")
+        };
         let want = std::fs::read(fx.dir.path().join("tree").join(&name)).unwrap();
         let out = remote_hoard(&["cat", url, &name]);
         if out.status.success() {
             assert_eq!(out.stdout, want, "{name}: wrong bytes");
             good += 1;
         } else {
-            assert!(want.starts_with(&out.stdout), "{name}: wrong bytes before the error");
+            assert!(
+                want.starts_with(&out.stdout),
+                "{name}: wrong bytes before the error"
+            );
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(err.trim_end().lines().count(), 1, "{name}: {err}");
             failed += 1;
@@ -374,7 +411,10 @@ fn a_server_away_or_stopping_mid_answer_fails_cleanly_and_recovers() {
         let started = Instant::now();
         let err = read(file).expect_err("read while the server fails");
         assert_eq!(err.raw_os_error(), Some(libc::EIO), "{fault}: {err}");
-        assert!(started.elapsed() < Duration::from_secs(30), "{fault}: too slow");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{fault}: too slow"
+        );
         server.set("truncate=0&down=0");
         assert_eq!(read(file).unwrap(), want(file), "{fault}: after recovery");
     }
@@ -417,7 +457,12 @@ fn an_image_changed_on_the_server_is_reported() {
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
     drop(guard);
     let mut stderr = String::new();
-    driver.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    driver
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     let _ = driver.wait();
     assert!(stderr.contains("changed on the server"), "{stderr}");
 }
@@ -450,7 +495,9 @@ impl Moto {
             .output()
             .is_ok_and(|o| o.status.success());
         if !have {
-            eprintln!("note: moto missing (scripts/install-deps.sh installs it), skipping S3 tests");
+            eprintln!(
+                "note: moto missing (scripts/install-deps.sh installs it), skipping S3 tests"
+            );
             return None;
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -459,7 +506,14 @@ impl Moto {
             .unwrap()
             .port();
         let child = Command::new("python3")
-            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -515,10 +569,20 @@ fn s3_commands_and_mount_equal_local_results() {
     if fuse_available() {
         let mnt = fx.path("mnt");
         let _m = mount(url, &mnt, "");
-        let diff = manifest_diff(&manifest_of(&fx.image), &manifest_of(&mnt), Compare::Mounted);
+        let diff = manifest_diff(
+            &manifest_of(&fx.image),
+            &manifest_of(&mnt),
+            Compare::Mounted,
+        );
         assert_eq!(diff, "", "mounted S3 tree differs");
     }
     let out = remote_hoard(&["ls", "s3://images/missing.dwarfs"]);
     assert!(!out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end().lines().count(), 1);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr)
+            .trim_end()
+            .lines()
+            .count(),
+        1
+    );
 }

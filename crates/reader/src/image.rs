@@ -211,6 +211,7 @@ impl Image {
                 Ok(Some(sections)) => {
                     image.sections = sections;
                     image.used_index = true;
+                    image.verify_remote_metadata();
                     return Ok(image);
                 }
                 Ok(None) => {}
@@ -374,8 +375,8 @@ impl Image {
 
     /// Asks a remote source for what opening reads next, all at once: the
     /// header of every block (with its payload's first bytes, which
-    /// declare its size) and the whole of every other section (the
-    /// metadata). Local sources ignore it.
+    /// declare its size) and every other section but recovery data whole
+    /// (the metadata, which opening loads). Local sources ignore it.
     fn prefetch_listed(&self, entries: &[section::IndexEntry], end: u64) {
         if self.source.remote().is_none() {
             return;
@@ -388,15 +389,32 @@ impl Image {
                 let next = entries
                     .get(i + 1)
                     .map_or(end, |n| self.offset.saturating_add(n.offset));
-                if entry.kind == SectionType::BLOCK {
-                    pos..pos.saturating_add(V2_HEADER_SIZE as u64 + 64).min(next)
-                } else {
-                    pos..next
+                match entry.kind {
+                    SectionType::BLOCK => {
+                        pos..pos.saturating_add(V2_HEADER_SIZE as u64 + 64).min(next)
+                    }
+                    _ if entry.kind == hoard_recovery::SECTION_TYPE => pos..pos,
+                    _ => pos..next,
                 }
             })
             .filter(|r| r.start < r.end && r.end <= end)
             .collect();
         self.source.prefetch(&ranges);
+    }
+
+    /// Checks the sections besides blocks (and recovery data) of a remote
+    /// image, so its source keeps them (on disk, when it caches): a later
+    /// open then fetches none of them. Failures show when they are used.
+    fn verify_remote_metadata(&self) {
+        if self.source.remote().is_none() {
+            return;
+        }
+        for s in &self.sections {
+            if s.header.kind != SectionType::BLOCK && s.header.kind != hoard_recovery::SECTION_TYPE
+            {
+                let _ = self.verified_payload(s);
+            }
+        }
     }
 
     /// A stand-in for BLOCK section `number` at `pos`, whose header is

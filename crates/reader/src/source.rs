@@ -7,9 +7,9 @@
 use crate::error::{corrupt, Error, Result};
 use std::borrow::Cow;
 use std::fs::File;
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::ops::Range;
 use std::sync::{Arc, RwLock};
 
 /// Read-only random access to the bytes of an image file.

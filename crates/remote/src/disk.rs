@@ -214,7 +214,10 @@ mod tests {
         let other = DiskCache::open(&root, "img", 1 << 20).unwrap();
         assert_eq!(other.load(&(102..200)), vec![(100, b"abcd".to_vec())]);
         other.forget(&(103..104));
-        assert!(cache.load(&(100..104)).is_empty(), "vanished file is a miss");
+        assert!(
+            cache.load(&(100..104)).is_empty(),
+            "vanished file is a miss"
+        );
         fs::remove_dir_all(&root).unwrap();
     }
 

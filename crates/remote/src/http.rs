@@ -50,7 +50,12 @@ fn etag_of(r: &ureq::Response) -> Option<String> {
 
 /// The total length in a `Content-Range: bytes a-b/total` header.
 fn total_of(r: &ureq::Response) -> Option<u64> {
-    r.header("content-range")?.rsplit_once('/')?.1.trim().parse().ok()
+    r.header("content-range")?
+        .rsplit_once('/')?
+        .1
+        .trim()
+        .parse()
+        .ok()
 }
 
 impl Backend for Http {
@@ -74,8 +79,9 @@ impl Backend for Http {
                     .set("Range", "bytes=0-0")
                     .call()
                     .map_err(failed)?;
-                let size = total_of(&r)
-                    .ok_or_else(|| FetchError::permanent("the server does not serve byte ranges"))?;
+                let size = total_of(&r).ok_or_else(|| {
+                    FetchError::permanent("the server does not serve byte ranges")
+                })?;
                 Ok(Identity {
                     size,
                     etag: etag_of(&r),

@@ -69,7 +69,11 @@ pub fn open(url: &str, options: &Options) -> Result<Remote, String> {
                 .ok_or_else(|| format!("'{url}' is not of the form s3://bucket/key"))?;
             Box::new(s3::S3::new(bucket, key, options.timeout)?)
         }
-        other => return Err(format!("unsupported URL scheme '{other}' (http, https, s3)")),
+        other => {
+            return Err(format!(
+                "unsupported URL scheme '{other}' (http, https, s3)"
+            ))
+        }
     };
     Remote::open(url, backend, options)
 }

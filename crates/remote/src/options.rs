@@ -72,7 +72,9 @@ impl Options {
             "remote_timeout" => self.timeout = parse_duration(value).ok_or_else(|| bad("time"))?,
             "remote_backoff" => self.backoff = parse_duration(value).ok_or_else(|| bad("time"))?,
             "remote_cache" => self.cache_dir = Some(PathBuf::from(value)),
-            "remote_cache_size" => self.cache_size = parse_size(value).ok_or_else(|| bad("size"))?,
+            "remote_cache_size" => {
+                self.cache_size = parse_size(value).ok_or_else(|| bad("size"))?
+            }
             "remote_memory" => self.memory = parse_size(value).ok_or_else(|| bad("size"))?,
             "remote_readahead" => self.readahead = parse_size(value).ok_or_else(|| bad("size"))?,
             _ => return Err(format!("unknown option '{key}'")),

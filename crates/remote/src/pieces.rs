@@ -21,6 +21,7 @@ pub struct Pieces {
 
 impl Pieces {
     /// Bytes held.
+    #[cfg(test)]
     pub fn bytes(&self) -> u64 {
         self.bytes
     }

@@ -134,7 +134,10 @@ impl Remote {
         let size = remote.identity.size;
         let tail = size.saturating_sub(8)..size;
         if size > 0 && !remote.disk.as_ref().is_some_and(|d| d.contains(&tail)) {
-            remote.prefetch(&[0..HEAD_PROBE.min(size), size.saturating_sub(TAIL_PROBE)..size]);
+            remote.prefetch(&[
+                0..HEAD_PROBE.min(size),
+                size.saturating_sub(TAIL_PROBE)..size,
+            ]);
         }
         Ok(remote)
     }
@@ -230,7 +233,10 @@ impl Remote {
         for _round in 0..4 {
             let gaps: Vec<Range<u64>> = {
                 let st = self.state();
-                ranges.iter().flat_map(|r| st.pieces.gaps(r.clone())).collect()
+                ranges
+                    .iter()
+                    .flat_map(|r| st.pieces.gaps(r.clone()))
+                    .collect()
             };
             if gaps.is_empty() {
                 return Ok(());
@@ -246,14 +252,12 @@ impl Remote {
             result?;
             if waiting {
                 let mut st = self.state();
-                while ranges
-                    .iter()
-                    .any(|r| st.flights.iter().any(|f| f.start < r.end && r.start < f.end))
-                {
-                    st = self
-                        .flight_done
-                        .wait(st)
-                        .unwrap_or_else(|p| p.into_inner());
+                while ranges.iter().any(|r| {
+                    st.flights
+                        .iter()
+                        .any(|f| f.start < r.end && r.start < f.end)
+                }) {
+                    st = self.flight_done.wait(st).unwrap_or_else(|p| p.into_inner());
                 }
             }
         }

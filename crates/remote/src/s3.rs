@@ -67,7 +67,10 @@ impl S3 {
 }
 
 fn one_line(e: &dyn std::fmt::Display) -> String {
-    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+    e.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The reader's error for a failed request.

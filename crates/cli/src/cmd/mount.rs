@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 
 /// Mounts an image; returns the exit code.
 pub fn run(args: &MountArgs) -> Result<u8> {
-    let options = MountOptions::parse(&remote_options(&args.options)?).map_err(anyhow::Error::msg)?;
+    let options =
+        MountOptions::parse(&remote_options(&args.options)?).map_err(anyhow::Error::msg)?;
     if args.foreground {
         return serve(args, &options, |_| {});
     }
