@@ -21,10 +21,20 @@ command -v unzip >/dev/null || need+=(unzip)
 command -v bsdtar >/dev/null || need+=(libarchive-tools)
 command -v zstd >/dev/null || need+=(zstd)
 command -v xz >/dev/null || need+=(xz-utils)
-[ ${#need[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" != 0 ]; then
-  echo "missing: ${need[*]} (run as root to install them)" >&2
-  exit 1
+# The remote-image tests serve an image from moto's S3 server (PyPI).
+has_moto() { python3 -c 'import moto.server, boto3' 2>/dev/null; }
+if ! has_moto; then
+  python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 fi
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "missing: ${need[*]} (run as root to install them)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+if ! has_moto; then
+  python3 -m pip install -q --break-system-packages 'moto[server]' boto3 2>/dev/null \
+    || python3 -m pip install -q 'moto[server]' boto3
+fi

@@ -255,9 +255,9 @@ fn http_mount_reads_the_tree_fetching_each_block_once() {
         // A random 4 KiB read fetches about one block, not the image
         // (the kernel reads ahead up to 128 KiB: at most 3 blocks).
         server.control("/__reset");
-        let mut f = std::fs::File::open(mnt.join("f13")).unwrap();
+        let f = std::fs::File::open(mnt.join("f13")).unwrap();
         let mut buf = vec![0u8; 4096];
-        std::os::unix::fs::FileExt::read_exact_at(&mut f, &mut buf, 70_000).unwrap();
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf, 70_000).unwrap();
         let original = std::fs::read(fx.dir.path().join("tree/f13")).unwrap();
         assert_eq!(buf, original[70_000..74_096]);
         let bytes = server.stats()["bytes"].as_u64().unwrap();

@@ -50,7 +50,7 @@ pub enum Source {
 /// range, told ahead what will be read and which bytes proved right.
 pub trait RangeRead: Send + Sync + std::fmt::Debug {
     /// Length of the image file in bytes.
-    fn len(&self) -> u64;
+    fn size(&self) -> u64;
 
     /// Returns `len` bytes at `offset` (within [`RangeRead::len`]), or a
     /// one-line reason why they cannot be had.
@@ -151,7 +151,7 @@ impl Source {
             Source::Bytes(b) => b.len() as u64,
             Source::Limited { inner, len } => inner.len().min(*len),
             Source::Recovering { inner, .. } => inner.len(),
-            Source::Remote(r) => r.len(),
+            Source::Remote(r) => r.size(),
         }
     }
 

@@ -122,7 +122,9 @@ fn parse_duration(v: &str) -> Option<Duration> {
         return ms.parse().ok().map(Duration::from_millis);
     }
     let secs: f64 = v.strip_suffix('s').unwrap_or(v).parse().ok()?;
-    (secs.is_finite() && secs >= 0.0 && secs < 1e9).then(|| Duration::from_secs_f64(secs))
+    (0.0..1e9)
+        .contains(&secs)
+        .then(|| Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]

@@ -387,7 +387,7 @@ impl Remote {
 }
 
 impl RangeRead for Remote {
-    fn len(&self) -> u64 {
+    fn size(&self) -> u64 {
         self.identity.size
     }
 
