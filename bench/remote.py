@@ -115,7 +115,7 @@ def main() -> int:
             server.kill()
             server.wait()
         size = os.path.getsize(image)
-        print(f"{corpus.label()}: image {size / 2**20:.1f} MiB, {args.runs} run(s), median\n")
+        print(f"{corpus.label}: image {size / 2**20:.1f} MiB, {args.runs} run(s), median\n")
         print("| mount | mount time | cold full read | find | requests (full read) | requests (mount + find) |")
         print("|---|---|---|---|---|---|")
         for row in rows:
