@@ -21,19 +21,21 @@ command -v unzip >/dev/null || need+=(unzip)
 command -v bsdtar >/dev/null || need+=(libarchive-tools)
 command -v zstd >/dev/null || need+=(zstd)
 command -v xz >/dev/null || need+=(xz-utils)
-# The Python package's build and tests (crates/python): maturin, pytest,
-# fsspec, pandas, from PyPI when missing (Debian's python3 needs pip and,
-# being externally managed, the override).
+# From PyPI when missing (Debian's python3 needs pip and, being externally
+# managed, the override): the Python package's build and tests
+# (crates/python): maturin, pytest, fsspec, pandas; the remote-image tests
+# serve an image from moto's S3 server.
 py_need=()
 for module in maturin pytest fsspec pandas; do
   python3 -c "import $module" 2>/dev/null || py_need+=("$module")
 done
-python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+python3 -c 'import moto.server, boto3' 2>/dev/null || py_need+=('moto[server]' boto3)
+[ ${#py_need[@]} -gt 0 ] && { python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip); }
 if [ ${#need[@]} -eq 0 ] && [ ${#py_need[@]} -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
-  echo "missing: ${need[*]} (run as root to install them)" >&2
+  echo "missing: ${need[*]} ${py_need[*]} (run as root to install them)" >&2
   exit 1
 fi
 if [ ${#need[@]} -gt 0 ]; then

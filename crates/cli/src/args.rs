@@ -210,6 +210,10 @@ pub struct InfoArgs {
     /// Print as JSON.
     #[arg(long, short = 'j')]
     pub json: bool,
+    /// Also show what was fetched for a remote image (URL): requests,
+    /// bytes, bytes from the on-disk cache, latency.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 /// `hoard extract`.

@@ -171,6 +171,7 @@ impl Dwarfsck {
             commands.push(Command::Info(InfoArgs {
                 image,
                 json: self.json,
+                verbose: false,
             }));
         }
         if !self.no_check {

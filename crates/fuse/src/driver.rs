@@ -98,6 +98,7 @@ pub fn serve(
     }
     start_tidying(&fs, options);
     let perf = Arc::new(PerfMon::parse(&options.perfmon)?);
+    let fs_stats = fs.clone();
     let driver = Driver {
         fs,
         options: options.clone(),
@@ -124,7 +125,7 @@ pub fn serve(
     });
     let served = session.run().map_err(|e| e.to_string());
     if !options.perfmon.is_empty() {
-        eprint!("{}", perf.report());
+        eprint!("{}", perf.report_with(fs_stats.image().fetch_stats()));
     }
     served
 }
@@ -617,7 +618,7 @@ impl fuser::Filesystem for Driver {
         let value = if name == XATTR_PID {
             Ok(std::process::id().to_string())
         } else if name == XATTR_PERFMON {
-            Ok(self.perf.report())
+            Ok(self.perf.report_with(self.fs.image().fetch_stats()))
         } else {
             self.inode_info(ino)
         };

@@ -181,6 +181,27 @@ impl PerfMon {
         }
     }
 
+    /// The report, and for a remote image a line of what was fetched:
+    /// requests (retries included), bytes, failed requests, bytes from the
+    /// on-disk cache, and the requests' mean and longest latency.
+    pub fn report_with(&self, remote: Option<hoard_reader::source::FetchStats>) -> String {
+        let mut out = self.report();
+        if let Some(r) = remote {
+            let mean = (r.latency_us * 1000).checked_div(r.requests).unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "remote: {} requests, {} bytes fetched, {} failed, {} bytes from cache, latency mean {} max {}",
+                r.requests,
+                r.bytes,
+                r.failures,
+                r.cache_bytes,
+                human(mean),
+                human(r.max_latency_us * 1000)
+            );
+        }
+        out
+    }
+
     /// The report: one line per operation seen, with count and latency
     /// percentiles.
     pub fn report(&self) -> String {

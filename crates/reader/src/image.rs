@@ -155,6 +155,14 @@ impl Image {
     ) -> std::result::Result<Self, (Error, Source)> {
         let offset = match offset {
             ImageOffset::At(o) => o,
+            // A remote image most likely starts at 0: try that before
+            // searching, which reads a megabyte from the server.
+            ImageOffset::Auto if source.remote().is_some() => {
+                match Self::list(source, ImageOffset::At(0), size) {
+                    Ok(image) => return Ok(image),
+                    Err((_, source)) => return Self::list_searched(source, size),
+                }
+            }
             ImageOffset::Auto => {
                 match section::find_image_offset(source.len(), &mut |off, len| {
                     source
@@ -203,6 +211,7 @@ impl Image {
                 Ok(Some(sections)) => {
                     image.sections = sections;
                     image.used_index = true;
+                    image.verify_remote_metadata();
                     return Ok(image);
                 }
                 Ok(None) => {}
@@ -215,6 +224,22 @@ impl Image {
                 Ok(image)
             }
             Err(e) => Err((e, image.source)),
+        }
+    }
+
+    /// [`Image::list`] with the image searched for in the file.
+    fn list_searched(
+        source: Source,
+        size: Option<u64>,
+    ) -> std::result::Result<Self, (Error, Source)> {
+        match section::find_image_offset(source.len(), &mut |off, len| {
+            source
+                .read_upto(off, len as u64)
+                .map(Cow::into_owned)
+                .unwrap_or_default()
+        }) {
+            Some(o) => Self::list(source, ImageOffset::At(o), size),
+            None => Err((corrupt!("no DwarFS image found in file"), source)),
         }
     }
 
@@ -307,6 +332,7 @@ impl Image {
         if entries.last().map(|e| e.offset) != Some(index_rel) {
             return Err(corrupt!("section index does not end with itself"));
         }
+        self.prefetch_listed(&entries, end);
         let mut sections = Vec::with_capacity(entries.len());
         for (i, entry) in entries.iter().enumerate() {
             let pos = self.offset + entry.offset;
@@ -345,6 +371,50 @@ impl Image {
             sections.push(section);
         }
         Ok(Some(sections))
+    }
+
+    /// Asks a remote source for what opening reads next, all at once: the
+    /// header of every block (with its payload's first bytes, which
+    /// declare its size) and every other section but recovery data whole
+    /// (the metadata, which opening loads). Local sources ignore it.
+    fn prefetch_listed(&self, entries: &[section::IndexEntry], end: u64) {
+        if self.source.remote().is_none() {
+            return;
+        }
+        let ranges: Vec<_> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                let pos = self.offset.saturating_add(entry.offset);
+                let next = entries
+                    .get(i + 1)
+                    .map_or(end, |n| self.offset.saturating_add(n.offset));
+                match entry.kind {
+                    SectionType::BLOCK => {
+                        pos..pos.saturating_add(V2_HEADER_SIZE as u64 + 64).min(next)
+                    }
+                    _ if entry.kind == hoard_recovery::SECTION_TYPE => pos..pos,
+                    _ => pos..next,
+                }
+            })
+            .filter(|r| r.start < r.end && r.end <= end)
+            .collect();
+        self.source.prefetch(&ranges);
+    }
+
+    /// Checks the sections besides blocks (and recovery data) of a remote
+    /// image, so its source keeps them (on disk, when it caches): a later
+    /// open then fetches none of them. Failures show when they are used.
+    fn verify_remote_metadata(&self) {
+        if self.source.remote().is_none() {
+            return;
+        }
+        for s in &self.sections {
+            if s.header.kind != SectionType::BLOCK && s.header.kind != hoard_recovery::SECTION_TYPE
+            {
+                let _ = self.verified_payload(s);
+            }
+        }
     }
 
     /// A stand-in for BLOCK section `number` at `pos`, whose header is
@@ -423,8 +493,21 @@ impl Image {
     /// The size a section's payload declares it decompresses to, read from
     /// the payload's own header without decoding it; `None` when the
     /// payload does not declare one or cannot be read.
+    ///
+    /// From a remote source only the payload's first bytes are fetched,
+    /// which holds the size for every codec but LZMA (`None` there).
     pub fn uncompressed_size(&self, section: &Section) -> Option<u64> {
-        let payload = self.raw_payload(section).ok()?;
+        let payload = match self.source.remote() {
+            Some(_) if section.header.compression == Compression::NONE => {
+                return Some(section.header.length)
+            }
+            Some(_) if section.header.compression == Compression::LZMA => return None,
+            Some(_) if section.damaged.is_none() => self
+                .source
+                .read_upto(section.payload_offset(), section.header.length.min(64))
+                .ok()?,
+            _ => self.raw_payload(section).ok()?,
+        };
         hoard_codec::uncompressed_size(section.header.compression, &payload)
             .ok()
             .flatten()
@@ -437,10 +520,29 @@ impl Image {
     }
 
     /// The payload of a section after checking its XXH3-64 hash.
+    ///
+    /// A remote source is told whether the bytes were right; bytes that
+    /// were not are fetched once more before giving up.
     pub fn verified_payload(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
-        let payload = self.raw_payload(section)?;
-        section::verify_xxh3(&section.header, &self.raw_header(section)?, &payload)?;
-        Ok(payload)
+        let attempts = if self.source.remote().is_some() { 2 } else { 1 };
+        let mut result = Err(corrupt!("no attempt"));
+        for _ in 0..attempts {
+            let payload = self.raw_payload(section)?;
+            result = section::verify_xxh3(&section.header, &self.raw_header(section)?, &payload)
+                .map(|()| payload)
+                .map_err(Error::from);
+            self.source
+                .checked(section.offset..section.end(), result.is_ok());
+            if result.is_ok() {
+                break;
+            }
+        }
+        result
+    }
+
+    /// What a remote source fetched so far; `None` for a local file.
+    pub fn fetch_stats(&self) -> Option<crate::source::FetchStats> {
+        self.source.remote().map(|r| r.stats())
     }
 
     /// Checks the SHA-512/256 hash of a section (v2.2+; older sections pass).

@@ -1,13 +1,16 @@
 //! Where image bytes come from: a memory map of the file, `pread` when the
 //! file cannot be mapped, or bytes already in memory; for an image with
-//! recovery data, through that data, which repairs damaged bytes.
+//! recovery data, through that data, which repairs damaged bytes; for an
+//! image elsewhere (a URL), from a [`RangeRead`] that an [`Opener`] gives,
+//! such as the hoard-remote crate's.
 
 use crate::error::{corrupt, Error, Result};
 use std::borrow::Cow;
 use std::fs::File;
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// Read-only random access to the bytes of an image file.
 #[derive(Debug)]
@@ -39,12 +42,88 @@ pub enum Source {
         /// Its recovery data.
         recovery: Arc<hoard_recovery::Recovery>,
     },
+    /// An image read by byte ranges from elsewhere (a server).
+    Remote(Arc<dyn RangeRead>),
+}
+
+/// Random access to an image that is not a local file: reads by byte
+/// range, told ahead what will be read and which bytes proved right.
+pub trait RangeRead: Send + Sync + std::fmt::Debug {
+    /// Length of the image file in bytes.
+    fn size(&self) -> u64;
+
+    /// Returns `len` bytes at `offset` (within [`RangeRead::len`]), or a
+    /// one-line reason why they cannot be had.
+    fn read_at(&self, offset: u64, len: u64) -> std::result::Result<Vec<u8>, String>;
+
+    /// These ranges will be read soon: fetch them now, together.
+    fn prefetch(&self, ranges: &[Range<u64>]);
+
+    /// The bytes of `range` (one section, header and payload) passed their
+    /// checksum (`ok`), or failed it: keep them, or fetch them again.
+    fn checked(&self, range: Range<u64>, ok: bool);
+
+    /// What was fetched so far.
+    fn stats(&self) -> FetchStats;
+}
+
+/// Counters of a [`RangeRead`]: what it asked its server for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FetchStats {
+    /// Requests sent (each retry counts).
+    pub requests: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Requests that failed and were retried or given up.
+    pub failures: u64,
+    /// Bytes served from the on-disk cache instead of the server.
+    pub cache_bytes: u64,
+    /// Sum of the requests' latencies (until the whole answer was in), in
+    /// microseconds.
+    pub latency_us: u64,
+    /// The longest request's latency, in microseconds.
+    pub max_latency_us: u64,
+}
+
+/// Opens images named by URL: [`Source::open`] hands it every name with a
+/// scheme (`http://`, `s3://`, ...).
+pub trait Opener: Send + Sync {
+    /// The source of the image at `url`.
+    fn open(&self, url: &str) -> Result<Source>;
+}
+
+static OPENER: RwLock<Option<Arc<dyn Opener>>> = RwLock::new(None);
+
+/// Makes [`Source::open`] (and so every `open` of an image by path) open
+/// URLs with `opener`, for the rest of the process.
+pub fn set_opener(opener: Arc<dyn Opener>) {
+    *OPENER.write().unwrap_or_else(|p| p.into_inner()) = Some(opener);
+}
+
+/// The scheme of `name` if it is a URL (`scheme://...`), lowercase.
+pub fn url_scheme(name: &str) -> Option<String> {
+    let (scheme, _) = name.split_once("://")?;
+    let mut chars = scheme.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    valid.then(|| scheme.to_ascii_lowercase())
 }
 
 impl Source {
     /// Opens `path`, mapping it unless `use_mmap` is false or mapping fails.
     /// Errors do not repeat the path: the caller names the file.
+    /// A name with a scheme (`https://host/image`) is opened by the
+    /// [`Opener`] set with [`set_opener`].
     pub fn open(path: &Path, use_mmap: bool) -> Result<Self> {
+        if let Some(url) = path.to_str().filter(|p| url_scheme(p).is_some()) {
+            let opener = OPENER.read().unwrap_or_else(|p| p.into_inner()).clone();
+            return match opener {
+                Some(opener) => opener.open(url),
+                None => Err(Error::Unsupported(
+                    "reading images from URLs needs the hoard-remote crate".into(),
+                )),
+            };
+        }
         let io = |e: std::io::Error| Error::Io(e.to_string());
         let file = File::open(path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
@@ -72,6 +151,31 @@ impl Source {
             Source::Bytes(b) => b.len() as u64,
             Source::Limited { inner, len } => inner.len().min(*len),
             Source::Recovering { inner, .. } => inner.len(),
+            Source::Remote(r) => r.size(),
+        }
+    }
+
+    /// The remote source underneath, if the image is not a local file.
+    pub fn remote(&self) -> Option<&dyn RangeRead> {
+        match self {
+            Source::Remote(r) => Some(r.as_ref()),
+            Source::Limited { inner, .. } | Source::Recovering { inner, .. } => inner.remote(),
+            _ => None,
+        }
+    }
+
+    /// Tells a remote source these ranges will be read soon.
+    pub fn prefetch(&self, ranges: &[Range<u64>]) {
+        if let Some(r) = self.remote() {
+            r.prefetch(ranges);
+        }
+    }
+
+    /// Tells a remote source whether the bytes of `range` passed their
+    /// checksum.
+    pub fn checked(&self, range: Range<u64>, ok: bool) {
+        if let Some(r) = self.remote() {
+            r.checked(range, ok);
         }
     }
 
@@ -134,6 +238,7 @@ impl Source {
                 }
                 Ok(Cow::Owned(buf))
             }
+            Source::Remote(r) => r.read_at(offset, len).map(Cow::Owned).map_err(Error::Io),
             Source::File { file, .. } => {
                 let mut buf = vec![0u8; len as usize];
                 file.read_exact_at(&mut buf, offset)

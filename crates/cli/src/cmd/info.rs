@@ -14,7 +14,10 @@ use std::collections::BTreeMap;
 /// Prints a summary of the image, as text or JSON.
 pub fn run(args: &InfoArgs) -> Result<u8> {
     let fs = super::open(&args.image)?;
-    let info = collect(&fs)?;
+    let mut info = collect(&fs)?;
+    if let Some(stats) = fs.image().fetch_stats().filter(|_| args.verbose) {
+        info["remote"] = serde_json::to_value(stats)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
     } else {
@@ -308,6 +311,7 @@ fn print_text(info: &Value) {
         ("packed", "packed"),
         ("metadata tables", "metadata_tables"),
         ("extended attributes", "xattrs"),
+        ("fetched (remote image)", "remote"),
     ] {
         if let Value::Object(map) = &info[key] {
             println!("{label}:");

@@ -26,6 +26,8 @@ use std::process::ExitCode;
 /// Runs `commands` in order, stopping at the first that fails; returns the
 /// exit code of the last one run.
 pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
+    // Images may be URLs; `mount -o remote_...` sets its own options.
+    hoard_remote::install(hoard_remote::Options::from_env().map_err(anyhow::Error::msg)?);
     let mut code = 0u8;
     for command in commands {
         code = match command {

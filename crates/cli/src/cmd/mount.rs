@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 
 /// Mounts an image; returns the exit code.
 pub fn run(args: &MountArgs) -> Result<u8> {
-    let options = MountOptions::parse(&args.options.join(",")).map_err(anyhow::Error::msg)?;
+    let options =
+        MountOptions::parse(&remote_options(&args.options)?).map_err(anyhow::Error::msg)?;
     if args.foreground {
         return serve(args, &options, |_| {});
     }
@@ -53,6 +54,25 @@ pub fn run(args: &MountArgs) -> Result<u8> {
             }
         }
     }
+}
+
+/// Takes the `remote_*` options out of `-o` options (they set how remote
+/// images are fetched, over `HOARD_REMOTE`); returns the others.
+fn remote_options(options: &[String]) -> Result<String> {
+    let mut remote = hoard_remote::Options::from_env().map_err(anyhow::Error::msg)?;
+    let mut rest = Vec::new();
+    for item in options.iter().flat_map(|o| o.split(',')) {
+        let (key, value) = item.split_once('=').unwrap_or((item, ""));
+        if hoard_remote::is_remote_option(key) {
+            remote
+                .set(key, value)
+                .map_err(|e| anyhow::anyhow!("mount {e}"))?;
+        } else {
+            rest.push(item);
+        }
+    }
+    hoard_remote::install(remote);
+    Ok(rest.join(","))
 }
 
 /// Mounts and serves until unmounted or signalled.

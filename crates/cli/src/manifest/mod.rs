@@ -18,6 +18,12 @@ use std::path::Path;
 /// The manifest of what `path` names: a directory tree, a manifest file
 /// (its first byte is `{`), or an image (at `offset` in its file).
 pub fn load(path: &Path, offset: ImageOffset) -> Result<Vec<Entry>> {
+    let is_url = path
+        .to_str()
+        .is_some_and(|p| hoard_reader::source::url_scheme(p).is_some());
+    if is_url {
+        return image_manifest(path, offset);
+    }
     let meta =
         std::fs::metadata(path).with_context(|| format!("cannot stat '{}'", path.display()))?;
     if meta.is_dir() {
@@ -35,6 +41,11 @@ pub fn load(path: &Path, offset: ImageOffset) -> Result<Vec<Entry>> {
             .with_context(|| format!("cannot read manifest '{}'", path.display()))?;
         return parse(&text).with_context(|| format!("manifest '{}'", path.display()));
     }
+    image_manifest(path, offset)
+}
+
+/// The manifest of the image at `path` (a file or a URL).
+fn image_manifest(path: &Path, offset: ImageOffset) -> Result<Vec<Entry>> {
     let options = FsOptions {
         open: OpenOptions {
             offset,

@@ -1,0 +1,588 @@
+//! Remote images: the same commands over HTTP (a small range server in
+//! Python, tests/remote/range_server.py) and S3 (moto in server mode) as
+//! over the local file, and faults of the server. Servers listen on
+//! 127.0.0.1 only, are started and stopped here, and exit by themselves
+//! after a while; every client retry loop is bounded by the
+//! `remote_retries`/`remote_timeout` options set here.
+
+mod common;
+
+use common::{create_image, fuse_available, hoard, manifest_diff, manifest_of, noise, Compare};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Client options for the tests: fast timeouts, few retries.
+const REMOTE: &str = "remote_timeout=2,remote_retries=3,remote_backoff=20ms";
+/// Block size of the test image (-S 16).
+const BLOCK: u64 = 64 << 10;
+
+/// A running range server, killed when dropped.
+struct RangeServer {
+    child: Child,
+    port: u16,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/remote/range_server.py")
+}
+
+/// The first line `child` prints, waiting at most 20 s.
+fn first_line(child: &mut Child) -> Option<String> {
+    let stdout = child.stdout.take()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    rx.recv_timeout(Duration::from_secs(20)).ok()
+}
+
+impl RangeServer {
+    fn start(file: &Path) -> Option<Self> {
+        let mut child = Command::new("python3")
+            .arg(script())
+            .arg(file)
+            .args(["--lifetime", "300"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .ok()?;
+        let port = first_line(&mut child).and_then(|l| l.trim().parse().ok());
+        match port {
+            Some(port) => Some(RangeServer { child, port }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                None
+            }
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/image.dwarfs", self.port)
+    }
+
+    /// A control request (`/__set?...`, `/__stats`, `/__reset`).
+    fn control(&self, path: &str) -> String {
+        http_get(self.port, path)
+    }
+
+    fn set(&self, query: &str) {
+        self.control(&format!("/__set?{query}"));
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        serde_json::from_str(&self.control("/__stats")).unwrap()
+    }
+}
+
+impl Drop for RangeServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The body of a plain GET to 127.0.0.1:`port`.
+fn http_get(port: u16, path: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// A `hoard` command with the tests' remote options.
+fn remote_hoard(args: &[&str]) -> Output {
+    hoard()
+        .env("HOARD_REMOTE", REMOTE)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A test tree of about 2.5 MiB of incompressible files (so blocks stay
+/// 64 KiB), with a directory, a symlink, a hard link and an empty file.
+fn test_tree(root: &Path) {
+    std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
+    for i in 0..24u64 {
+        let dir = if i % 3 == 0 { "sub" } else { "" };
+        let size = 20_000 + (i as usize * 37_000) % 180_000;
+        std::fs::write(root.join(dir).join(format!("f{i:02}")), noise(size, i + 1)).unwrap();
+    }
+    std::fs::write(root.join("sub/deeper/small"), b"hello remote\n").unwrap();
+    std::fs::write(root.join("empty"), b"").unwrap();
+    std::os::unix::fs::symlink("sub/deeper/small", root.join("link")).unwrap();
+    std::fs::hard_link(root.join("f01"), root.join("sub/f01-again")).unwrap();
+}
+
+/// A temporary directory with the test tree and its image.
+struct Fixture {
+    dir: tempfile::TempDir,
+    image: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        test_tree(&tree);
+        let image = create_image(&tree, &dir.path().join("image.dwarfs"), &["-S", "16"]);
+        Fixture { dir, image }
+    }
+
+    fn size(&self) -> u64 {
+        std::fs::metadata(&self.image).unwrap().len()
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn python_ok() -> bool {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("note: python3 missing, skipping remote tests");
+    }
+    ok
+}
+
+/// `ls -R`, `cat`, `extract`, `check --full`, `info` and `manifest` over
+/// the URL give what they give over the file.
+fn commands_match_local(url: &str, fx: &Fixture) {
+    let local = fx.image.to_str().unwrap();
+    let ls = |image: &str| ok(&remote_hoard(&["ls", "-R", image]));
+    assert_eq!(ls(url), ls(local));
+    let cat = |image: &str| ok(&remote_hoard(&["cat", image, "sub/deeper/small", "f05"]));
+    assert_eq!(cat(url), cat(local));
+    ok(&remote_hoard(&["check", "--full", url]));
+    let expected = manifest_of(&fx.image);
+    assert_eq!(
+        manifest_diff(&expected, &manifest_of_url(url), Compare::Mounted),
+        ""
+    );
+    let out = fx.path("extracted");
+    let _ = std::fs::remove_dir_all(&out);
+    ok(&remote_hoard(&[
+        "extract",
+        url,
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        manifest_diff(&expected, &manifest_of(&out), Compare::Extracted),
+        ""
+    );
+    let info = ok(&remote_hoard(&["info", "--verbose", "--json", url]));
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert!(info["remote"]["requests"].as_u64().unwrap() >= 1, "{info}");
+    assert!(
+        info["remote"]["bytes"].as_u64().unwrap() < fx.size(),
+        "{info}"
+    );
+}
+
+fn manifest_of_url(url: &str) -> String {
+    ok(&remote_hoard(&["manifest", url]))
+}
+
+#[test]
+fn http_commands_equal_local_results() {
+    if !python_ok() {
+        return;
+    }
+    let fx = Fixture::new();
+    let server = RangeServer::start(&fx.image).expect("range server starts");
+    commands_match_local(&server.url(), &fx);
+}
+
+/// Mounts `url` with extra `-o` options; the guard unmounts.
+fn mount(url: &str, mnt: &Path, extra: &str) -> common::FuseMount {
+    std::fs::create_dir_all(mnt).unwrap();
+    let options = format!("{REMOTE},perfmon=fuse{extra}");
+    let out = hoard()
+        .args(["mount", url, mnt.to_str().unwrap(), "-o", &options])
+        .output()
+        .unwrap();
+    ok(&out);
+    common::FuseMount(mnt.to_path_buf())
+}
+
+/// The "remote:" line of a mount's perfmon report.
+fn perfmon_remote(mnt: &Path) -> String {
+    let out = Command::new("getfattr")
+        .args(["--only-values", "-n", "user.dwarfs.perfmon"])
+        .arg(mnt)
+        .output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("remote:"))
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn http_mount_reads_the_tree_fetching_each_block_once() {
+    if !python_ok() || !fuse_available() {
+        return;
+    }
+    let fx = Fixture::new();
+    let server = RangeServer::start(&fx.image).expect("range server starts");
+    let cache = fx.path("cache");
+    let cache_opt = format!(",remote_cache={}", cache.display());
+    let expected = manifest_of(&fx.image);
+    {
+        let mnt = fx.path("mnt1");
+        let _m = mount(&server.url(), &mnt, &cache_opt);
+        // A random 4 KiB read fetches about one block, not the image
+        // (the kernel reads ahead up to 128 KiB: at most 3 blocks).
+        server.control("/__reset");
+        let f = std::fs::File::open(mnt.join("f13")).unwrap();
+        let mut buf = vec![0u8; 4096];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf, 70_000).unwrap();
+        let original = std::fs::read(fx.dir.path().join("tree/f13")).unwrap();
+        assert_eq!(buf, original[70_000..74_096]);
+        let bytes = server.stats()["bytes"].as_u64().unwrap();
+        assert!(bytes <= 3 * BLOCK + 4096, "a 4k read fetched {bytes} bytes");
+        // The whole tree, read, equals the local image's.
+        let diff = manifest_diff(&expected, &manifest_of(&mnt), Compare::Mounted);
+        assert_eq!(diff, "", "mounted remote tree differs");
+        let remote = perfmon_remote(&mnt);
+        assert!(remote.contains("requests"), "perfmon: {remote:?}");
+    }
+    let stats = server.stats();
+    let total: u64 = stats["ranges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[1].as_u64().unwrap() - r[0].as_u64().unwrap())
+        .sum();
+    // Everything fetched since the reset, plus at most the open's probes.
+    assert!(
+        total as f64 <= 1.1 * fx.size() as f64,
+        "full read fetched {total} of {} bytes",
+        fx.size()
+    );
+    // A second mount with the same cache fetches nothing.
+    server.control("/__reset");
+    {
+        let mnt = fx.path("mnt2");
+        let _m = mount(&server.url(), &mnt, &cache_opt);
+        let diff = manifest_diff(&expected, &manifest_of(&mnt), Compare::Mounted);
+        assert_eq!(diff, "", "second mount differs");
+    }
+    let stats = server.stats();
+    assert_eq!(stats["bytes"], 0, "the second mount fetched: {stats}");
+}
+
+#[test]
+fn full_cold_read_fetches_at_most_1_1x_the_image() {
+    if !python_ok() || !fuse_available() {
+        return;
+    }
+    let fx = Fixture::new();
+    let server = RangeServer::start(&fx.image).expect("range server starts");
+    let mnt = fx.path("mnt");
+    let m = mount(&server.url(), &mnt, "");
+    let diff = manifest_diff(
+        &manifest_of(&fx.image),
+        &manifest_of(&mnt),
+        Compare::Mounted,
+    );
+    assert_eq!(diff, "");
+    drop(m);
+    let bytes = server.stats()["bytes"].as_u64().unwrap();
+    assert!(
+        bytes as f64 <= 1.1 * fx.size() as f64,
+        "fetched {bytes} of {} bytes",
+        fx.size()
+    );
+}
+
+#[test]
+fn retried_faults_give_correct_results() {
+    if !python_ok() {
+        return;
+    }
+    let fx = Fixture::new();
+    let server = RangeServer::start(&fx.image).expect("range server starts");
+    let expected = manifest_of(&fx.image);
+    // Every 5th request dropped.
+    server.set("drop_every=5");
+    assert_eq!(
+        manifest_diff(&expected, &manifest_of_url(&server.url()), Compare::Mounted),
+        ""
+    );
+    // 503 twice, then answers.
+    server.set("drop_every=0&fail_503=2");
+    let info = ok(&remote_hoard(&["info", "-v", "-j", &server.url()]));
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["remote"]["failures"], 2, "{info}");
+    let out = fx.path("x");
+    ok(&remote_hoard(&[
+        "extract",
+        &server.url(),
+        "-o",
+        out.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        manifest_diff(&expected, &manifest_of(&out), Compare::Extracted),
+        ""
+    );
+}
+
+/// Each file through `hoard cat` over the URL: exactly right, or a failure
+/// with one line on stderr (its output a prefix of the right bytes).
+fn cat_each(url: &str, fx: &Fixture) -> (usize, usize) {
+    let (mut good, mut failed) = (0, 0);
+    for i in 0..24u64 {
+        let name = if i % 3 == 0 {
+            format!("sub/f{i:02}")
+        } else {
+            format!("f{i:02}")
+        };
+        let want = std::fs::read(fx.dir.path().join("tree").join(&name)).unwrap();
+        let out = remote_hoard(&["cat", url, &name]);
+        if out.status.success() {
+            assert_eq!(out.stdout, want, "{name}: wrong bytes");
+            good += 1;
+        } else {
+            assert!(
+                want.starts_with(&out.stdout),
+                "{name}: wrong bytes before the error"
+            );
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(err.trim_end().lines().count(), 1, "{name}: {err}");
+            failed += 1;
+        }
+    }
+    (good, failed)
+}
+
+#[test]
+fn corrupted_bytes_are_never_served() {
+    if !python_ok() {
+        return;
+    }
+    let fx = Fixture::new();
+    let server = RangeServer::start(&fx.image).expect("range server starts");
+    server.set(&format!("corrupt_at={}", fx.size() / 3));
+    let (good, failed) = cat_each(&server.url(), &fx);
+    assert!(failed >= 1, "no read hit the corrupted byte");
+    assert!(good >= 10, "only {good} files read");
+    let out = remote_hoard(&["check", "--full", &server.url()]);
+    assert!(!out.status.success(), "check passes a corrupted image");
+    // Served right again, everything reads.
+    server.set("corrupt_at=-1");
+    assert_eq!(cat_each(&server.url(), &fx), (24, 0));
+}
+
+#[test]
+fn a_server_away_or_stopping_mid_answer_fails_cleanly_and_recovers() {
+    if !python_ok() || !fuse_available() {
+        return;
+    }
+    let fx = Fixture::new();
+    let server = RangeServer::start(&fx.image).expect("range server starts");
+    let mnt = fx.path("mnt");
+    let _m = mount(&server.url(), &mnt, ",remote_readahead=0");
+    let read = |name: &str| std::fs::read(mnt.join(name));
+    let want = |name: &str| std::fs::read(fx.dir.path().join("tree").join(name)).unwrap();
+    for (fault, file) in [("truncate=1", "f04"), ("down=1", "f07")] {
+        server.set(fault);
+        let started = Instant::now();
+        let err = read(file).expect_err("read while the server fails");
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "{fault}: {err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{fault}: too slow"
+        );
+        server.set("truncate=0&down=0");
+        assert_eq!(read(file).unwrap(), want(file), "{fault}: after recovery");
+    }
+    // The server process itself stops: reads fail with EIO, bounded.
+    drop(server);
+    let started = Instant::now();
+    let err = read("f10").expect_err("read from a stopped server");
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn an_image_changed_on_the_server_is_reported() {
+    if !python_ok() || !fuse_available() {
+        return;
+    }
+    let fx = Fixture::new();
+    let served = fx.path("served.dwarfs");
+    std::fs::copy(&fx.image, &served).unwrap();
+    let server = RangeServer::start(&served).expect("range server starts");
+    let mnt = fx.path("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mut driver = hoard()
+        .env("HOARD_REMOTE", REMOTE)
+        .args(["mount", "-f", &server.url(), mnt.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let guard = common::FuseMount(mnt.clone());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_dir(&mnt).map_or(true, |mut d| d.next().is_none()) {
+        assert!(Instant::now() < deadline, "mount did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // New bytes (and so a new ETag) on the server.
+    let mut other = std::fs::read(&fx.image).unwrap();
+    other.reverse();
+    std::fs::write(&served, other).unwrap();
+    let err = std::fs::read(mnt.join("f16")).expect_err("read of a changed image");
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    drop(guard);
+    let mut stderr = String::new();
+    driver
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let _ = driver.wait();
+    assert!(stderr.contains("changed on the server"), "{stderr}");
+}
+
+/// A moto S3 server on a free port, killed when dropped.
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const S3_ENV: [(&str, &str); 4] = [
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ("AWS_REGION", "us-east-1"),
+    ("AWS_DEFAULT_REGION", "us-east-1"),
+];
+
+impl Moto {
+    /// Starts moto (None, said on stderr, when it is not installed).
+    fn start() -> Option<Self> {
+        let have = Command::new("python3")
+            .args(["-c", "import moto.server, boto3"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !have {
+            eprintln!(
+                "note: moto missing (scripts/install-deps.sh installs it), skipping S3 tests"
+            );
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let moto = Moto { child, port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(moto)
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Puts `file` at s3://bucket/key.
+    fn put(&self, bucket: &str, key: &str, file: &Path) {
+        let code = format!(
+            "import boto3,sys\n\
+             s3=boto3.client('s3',endpoint_url='{}')\n\
+             s3.create_bucket(Bucket='{bucket}')\n\
+             s3.upload_file(sys.argv[1],'{bucket}','{key}')\n",
+            self.endpoint()
+        );
+        let out = Command::new("python3")
+            .args(["-c", &code])
+            .arg(file)
+            .envs(S3_ENV)
+            .output()
+            .unwrap();
+        ok(&out);
+    }
+}
+
+#[test]
+fn s3_commands_and_mount_equal_local_results() {
+    if !python_ok() {
+        return;
+    }
+    let Some(moto) = Moto::start() else { return };
+    let fx = Fixture::new();
+    moto.put("images", "dir/image.dwarfs", &fx.image);
+    let url = "s3://images/dir/image.dwarfs";
+    std::env::set_var("AWS_ENDPOINT_URL", moto.endpoint());
+    for (k, v) in S3_ENV {
+        std::env::set_var(k, v);
+    }
+    commands_match_local(url, &fx);
+    if fuse_available() {
+        let mnt = fx.path("mnt");
+        let _m = mount(url, &mnt, "");
+        let diff = manifest_diff(
+            &manifest_of(&fx.image),
+            &manifest_of(&mnt),
+            Compare::Mounted,
+        );
+        assert_eq!(diff, "", "mounted S3 tree differs");
+    }
+    let out = remote_hoard(&["ls", "s3://images/missing.dwarfs"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr)
+            .trim_end()
+            .lines()
+            .count(),
+        1
+    );
+}
