@@ -9,10 +9,12 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where cargo put libhoard.so and libhoard.a for this test run.
+/// Where cargo put libhoard.so and libhoard.a for this test run: beside
+/// the test binary (`cargo test` leaves them in `deps/`, and copies them
+/// up to the profile's directory only for `cargo build`).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
+    exe.parent().unwrap().to_path_buf()
 }
 
 /// An installed-like tree: include/hoard.h, lib/libhoard.{so,a},
