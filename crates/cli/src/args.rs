@@ -100,16 +100,32 @@ pub struct DiffArgs {
 /// `hoard mount`.
 #[derive(Debug, Args)]
 pub struct MountArgs {
-    /// The image file.
-    pub image: PathBuf,
-    /// Where to mount it.
-    pub mountpoint: PathBuf,
+    /// The image file, or several stacked as layers (the last on top,
+    /// overlayfs rules), then where to mount them.
+    #[arg(num_args = 2.., required = true, value_name = "IMAGE... MOUNTPOINT")]
+    pub paths: Vec<PathBuf>,
+    /// Show each image as a directory named after it (a directory given
+    /// stands for every *.dwarfs in it), opened at first use.
+    #[arg(long)]
+    pub each: bool,
     /// Mount options, comma-separated (cachesize=512m, decratio=0.8, workers=2, offset=auto, allow_other, ...).
     #[arg(short = 'o')]
     pub options: Vec<String>,
     /// Stay in the foreground.
     #[arg(short = 'f', long)]
     pub foreground: bool,
+}
+
+impl MountArgs {
+    /// The images, bottom layer first.
+    pub fn images(&self) -> &[PathBuf] {
+        &self.paths[..self.paths.len().saturating_sub(1)]
+    }
+
+    /// Where to mount them.
+    pub fn mountpoint(&self) -> &std::path::Path {
+        self.paths.last().map_or("".as_ref(), PathBuf::as_path)
+    }
 }
 
 /// `hoard umount`.

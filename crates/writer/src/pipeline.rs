@@ -4,6 +4,7 @@
 use crate::blocks::{compress_blocks, BlockProgress, StreamCodec};
 use crate::categorize::{categorize, CategorizeOptions, Category, Fragment, DEFAULT_CATEGORY};
 use crate::dedupe::{dedupe, Content, DedupeOptions, DedupeProgress, Deduped};
+use crate::delta::{DeltaCounts, DeltaOptions};
 use crate::filter::Filter;
 use crate::level::Level;
 use crate::metadata::{build, AttrOptions, Inputs};
@@ -80,6 +81,11 @@ pub struct CreateOptions {
     /// Store category metadata (the sample layouts FLAC and RICEPP need
     /// to recompress blocks).
     pub category_metadata: bool,
+    /// Write a layer: only what differs from these base images.
+    pub delta: Option<DeltaOptions>,
+    /// Read the merged tree of these images (a stack, bottom first)
+    /// instead of `input`.
+    pub flatten: Vec<PathBuf>,
 }
 
 /// Settings that one category overrides; None keeps the general setting.
@@ -127,6 +133,8 @@ impl CreateOptions {
             per_category: BTreeMap::new(),
             category_names: true,
             category_metadata: true,
+            delta: None,
+            flatten: Vec::new(),
         }
     }
 }
@@ -221,6 +229,8 @@ pub struct Summary {
     pub image_bytes: u64,
     /// Problems that left entries out (unreadable files, ...).
     pub warnings: Vec<String>,
+    /// For a layer (`--base`): how the tree was cut.
+    pub delta: Option<DeltaCounts>,
 }
 
 /// Fails with [`Error::Interrupted`] once `cancel` is set.
@@ -269,12 +279,14 @@ pub fn create(
     progress.set(Phase::Scanning);
     let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;
-    let tree = scanned.tree;
     // Spooled archive contents stay until the image is written.
     let _spool = scanned.spool;
+    let (tree, delta) = subtract_base(options, scanned.tree)?;
+    check(&cancel)?;
     let mut summary = Summary {
         counts: tree.counts(),
         warnings: scanned.warnings,
+        delta,
         ..Summary::default()
     };
     progress.set(Phase::Hashing);
@@ -360,6 +372,14 @@ fn scan_input(
         use std::os::unix::fs::MetadataExt;
         scan_options.exclude.push((m.dev(), m.ino()));
     }
+    if !options.flatten.is_empty() {
+        return crate::flatten::scan_stack(
+            &options.flatten,
+            &scan_options,
+            options.filter.as_ref(),
+            progress,
+        );
+    }
     if crate::archive::is_archive(&options.input) {
         return crate::archive::scan_archive(
             &options.input,
@@ -374,6 +394,23 @@ fn scan_input(
         options.filter.as_ref(),
         progress,
     )
+}
+
+/// With base images, the tree cut down to what differs from them.
+#[inline(never)]
+fn subtract_base(options: &CreateOptions, tree: Tree) -> Result<(Tree, Option<DeltaCounts>)> {
+    let Some(delta) = &options.delta else {
+        return Ok((tree, None));
+    };
+    let paths: Vec<&Path> = delta.bases.iter().map(PathBuf::as_path).collect();
+    let reading = hoard_reader::FsOptions {
+        cache_size: 64 << 20,
+        ..hoard_reader::FsOptions::default()
+    };
+    let base = hoard_reader::Stack::open(&paths, &reading)
+        .map_err(|e| Error::Input(format!("cannot open base image {e}")))?;
+    let (tree, counts) = crate::delta::subtract(tree, &base, delta, &options.attrs)?;
+    Ok((tree, Some(counts)))
 }
 
 /// Groups equal contents, reading the files that may have a duplicate

@@ -20,7 +20,7 @@ pub(crate) mod time;
 
 use crate::args::{Command, ImageArgs};
 use anyhow::{Context, Result};
-use hoard_reader::{Filesystem, FsOptions, OpenOptions};
+use hoard_reader::{Filesystem, FsOptions, OpenOptions, Stack};
 use std::process::ExitCode;
 
 /// Runs `commands` in order, stopping at the first that fails; returns the
@@ -66,6 +66,19 @@ pub fn open(args: &ImageArgs) -> Result<Filesystem> {
     };
     Filesystem::open(&args.image, &options)
         .with_context(|| format!("cannot open image '{}'", args.image.display()))
+}
+
+/// Opens `images` as a stack, bottom layer first (one image is a stack
+/// of one), naming the image that cannot be opened.
+pub fn open_stack(images: &[std::path::PathBuf], options: &FsOptions) -> Result<Stack> {
+    let cache = Filesystem::check_options(options)?;
+    let mut layers = Vec::with_capacity(images.len());
+    for image in images {
+        let fs = Filesystem::open_sharing(image, &options.open, &cache)
+            .with_context(|| format!("cannot open image '{}'", image.display()))?;
+        layers.push(std::sync::Arc::new(fs));
+    }
+    Ok(Stack::from_layers(layers)?)
 }
 
 /// Runs `f` on a thread pool of `workers` threads (default: one per core).

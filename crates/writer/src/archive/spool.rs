@@ -14,7 +14,7 @@ pub(crate) struct Spool {
 
 impl Spool {
     /// A spool in a new directory inside `parent` (`$TMPDIR` if `None`).
-    pub(super) fn new(parent: Option<&Path>) -> Result<Self> {
+    pub(crate) fn new(parent: Option<&Path>) -> Result<Self> {
         let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
         let dir = tempfile::Builder::new()
             .prefix(".hoard-spool-")
