@@ -76,6 +76,10 @@ pub struct ManifestArgs {
     /// Where an image starts in its file: a byte offset or `auto`.
     #[arg(short = 'O', long = "image-offset", default_value = "auto")]
     pub offset: ImageOffset,
+    /// An image stacked on PATH (an image) as a layer (repeatable, bottom
+    /// first): the manifest of the merged tree.
+    #[arg(long = "layer", value_name = "LAYER")]
+    pub layers: Vec<PathBuf>,
 }
 
 /// `hoard diff`.
@@ -95,6 +99,10 @@ pub struct DiffArgs {
     /// Where an image starts in its file: a byte offset or `auto`.
     #[arg(short = 'O', long = "image-offset", default_value = "auto")]
     pub offset: ImageOffset,
+    /// An image stacked on FIRST (an image) as a layer (repeatable,
+    /// bottom first): the merged tree is compared.
+    #[arg(long = "layer", value_name = "LAYER")]
+    pub layers: Vec<PathBuf>,
 }
 
 /// `hoard mount`.
@@ -148,6 +156,16 @@ pub struct ImageArgs {
     pub cache_size: usize,
 }
 
+/// Images stacked on the one named, as layers.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LayerArgs {
+    /// An image stacked on top as a layer (repeatable, bottom first): the
+    /// merged tree is read, with overlayfs rules (whiteouts and opaque
+    /// directories hide what lies below).
+    #[arg(long = "layer", value_name = "LAYER")]
+    pub layers: Vec<PathBuf>,
+}
+
 /// `hoard check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -198,6 +216,8 @@ pub enum ChecksumAlgo {
 pub struct LsArgs {
     #[command(flatten)]
     pub image: ImageArgs,
+    #[command(flatten)]
+    pub layers: LayerArgs,
     /// The directory or file to list (default: the root).
     pub path: Option<String>,
     /// Long listing: mode, links, owner, group, size, time, name -> target.
@@ -213,6 +233,8 @@ pub struct LsArgs {
 pub struct CatArgs {
     #[command(flatten)]
     pub image: ImageArgs,
+    #[command(flatten)]
+    pub layers: LayerArgs,
     /// Files to print, as paths inside the image.
     #[arg(required = true)]
     pub paths: Vec<String>,
@@ -233,6 +255,8 @@ pub struct InfoArgs {
 pub struct ExtractArgs {
     #[command(flatten)]
     pub image: ImageArgs,
+    #[command(flatten)]
+    pub layers: LayerArgs,
     /// Directory to extract into (created if missing); with `--format`,
     /// the archive file to write, or `-` for standard output.
     #[arg(short = 'o', long = "output")]

@@ -87,7 +87,10 @@ fn mount_each(what: &[&Path], mnt: &Path, options: &str) -> Mounted {
 fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
-        assert!(start.elapsed() < Duration::from_secs(60), "{what}: timed out");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what}: timed out"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -113,18 +116,27 @@ fn a_thousand_images_mount_lazily_in_one_bounded_process() {
     assert!(names.contains(&"img0999".to_string()));
     assert_eq!(m.open_images(&images), 0, "listing the root opens no image");
 
-    assert_eq!(std::fs::read(mnt.join("img0007/hello")).unwrap(), b"hello\n");
+    assert_eq!(
+        std::fs::read(mnt.join("img0007/hello")).unwrap(),
+        b"hello\n"
+    );
     assert_eq!(m.open_images(&images), 1);
     let before = m.rss();
     for i in 0..1000 {
         let sub = mnt.join(format!("img{i:04}"));
         assert_eq!(std::fs::read(sub.join("hello")).unwrap(), b"hello\n");
-        assert!(std::fs::read(sub.join("sub/data")).unwrap() == data, "img{i:04}");
+        assert!(
+            std::fs::read(sub.join("sub/data")).unwrap() == data,
+            "img{i:04}"
+        );
     }
     assert_eq!(m.open_images(&images), 1000);
     // Loose: the 8 MiB cache plus a small cost per open image.
     let grown = m.rss().saturating_sub(before);
-    assert!(grown < (8 << 20) + 1000 * (96 << 10), "RSS grew by {grown} bytes");
+    assert!(
+        grown < (8 << 20) + 1000 * (96 << 10),
+        "RSS grew by {grown} bytes"
+    );
 }
 
 #[test]

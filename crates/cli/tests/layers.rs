@@ -191,6 +191,53 @@ fn a_layer_holds_only_the_changes_and_stacks_to_the_new_tree() {
     }
     assert!(!listing.contains("bulk"), "{listing}");
 
+    // The tools read the stack: diff, ls, cat, extract.
+    let (base, layer) = (l.base.to_str().unwrap(), l.layer.to_str().unwrap());
+    let out = run(&[
+        "diff",
+        base,
+        "--layer",
+        layer,
+        l.new.to_str().unwrap(),
+        "--ignore",
+        "mtime_ns",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = run(&["ls", base, "--layer", layer]);
+    let names = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        names.contains("new_file") && !names.contains("delete_me"),
+        "{names}"
+    );
+    let out = run(&[
+        "cat",
+        base,
+        "--layer",
+        layer,
+        "change_me",
+        "keep/deep/small",
+    ]);
+    assert_eq!(out.stdout, b"changed contentssmall\n");
+    let stacked = l.dir.path().join("stacked");
+    let out = run(&[
+        "extract",
+        base,
+        "--layer",
+        layer,
+        "-o",
+        stacked.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(differences(&l.new, &stacked), "");
+
     // Flattened: one image, extracted exactly.
     let flat = l.dir.path().join("flat.dwarfs");
     let out = run(&[

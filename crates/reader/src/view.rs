@@ -147,6 +147,24 @@ pub trait ViewExt: View {
         Ok(ino)
     }
 
+    /// The regular files `files`, sorted by where their data starts (image
+    /// by image), so that reading them in this order decompresses each
+    /// block about once.
+    fn files_in_data_order(&self, files: &[u64]) -> Result<Vec<u64>> {
+        let mut keyed = Vec::with_capacity(files.len());
+        for &ino in files {
+            let at = self.locate(ino)?;
+            let first = at.fs.chunk_range(at.ino)?.next();
+            let key = match first.map(|i| at.fs.extent(i)).transpose()? {
+                Some(crate::Extent::Data { block, offset, .. }) => (block, offset),
+                _ => (0, 0),
+            };
+            keyed.push(((Arc::as_ptr(&at.fs) as usize, key), ino));
+        }
+        keyed.sort_unstable();
+        Ok(keyed.into_iter().map(|(_, ino)| ino).collect())
+    }
+
     /// All entries below (and including) directory `start` at
     /// `start_path`, in pre-order, each directory's entries sorted; names
     /// are checked and each directory is entered once (see

@@ -18,7 +18,7 @@ mod repair;
 mod rewrite;
 pub(crate) mod time;
 
-use crate::args::{Command, ImageArgs};
+use crate::args::{Command, ImageArgs, LayerArgs};
 use anyhow::{Context, Result};
 use hoard_reader::{Filesystem, FsOptions, OpenOptions, Stack};
 use std::process::ExitCode;
@@ -66,6 +66,23 @@ pub fn open(args: &ImageArgs) -> Result<Filesystem> {
     };
     Filesystem::open(&args.image, &options)
         .with_context(|| format!("cannot open image '{}'", args.image.display()))
+}
+
+/// Opens the image named by `args` with the `layers` on it, as one
+/// stack (a stack of one without layers).
+pub fn open_view(args: &ImageArgs, layers: &LayerArgs) -> Result<Stack> {
+    let options = FsOptions {
+        open: OpenOptions {
+            offset: args.offset,
+            no_mmap: false,
+            image_size: None,
+        },
+        cache_size: args.cache_size,
+        ..FsOptions::default()
+    };
+    let mut images = vec![args.image.clone()];
+    images.extend(layers.layers.iter().cloned());
+    open_stack(&images, &options)
 }
 
 /// Opens `images` as a stack, bottom layer first (one image is a stack

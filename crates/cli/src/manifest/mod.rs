@@ -9,16 +9,23 @@ pub mod image;
 pub mod tree;
 
 use anyhow::{Context, Result};
-use hoard_reader::{Filesystem, FsOptions, ImageOffset, OpenOptions};
+use hoard_reader::{FsOptions, ImageOffset, OpenOptions};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The manifest of what `path` names: a directory tree, a manifest file
-/// (its first byte is `{`), or an image (at `offset` in its file).
-pub fn load(path: &Path, offset: ImageOffset) -> Result<Vec<Entry>> {
+/// (its first byte is `{`), or an image (at `offset` in its file) with
+/// the image `layers` stacked on it.
+pub fn load(path: &Path, layers: &[PathBuf], offset: ImageOffset) -> Result<Vec<Entry>> {
     let meta =
         std::fs::metadata(path).with_context(|| format!("cannot stat '{}'", path.display()))?;
+    if !layers.is_empty() && meta.is_dir() {
+        anyhow::bail!(
+            "'{}': layers stack on an image, not a directory",
+            path.display()
+        );
+    }
     if meta.is_dir() {
         return tree::manifest(path);
     }
@@ -29,7 +36,7 @@ pub fn load(path: &Path, offset: ImageOffset) -> Result<Vec<Entry>> {
         &mut first,
     )
     .with_context(|| format!("cannot read '{}'", path.display()))?;
-    if n == 0 || first[0] == b'{' {
+    if layers.is_empty() && (n == 0 || first[0] == b'{') {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read manifest '{}'", path.display()))?;
         return parse(&text).with_context(|| format!("manifest '{}'", path.display()));
@@ -41,9 +48,10 @@ pub fn load(path: &Path, offset: ImageOffset) -> Result<Vec<Entry>> {
         },
         ..FsOptions::default()
     };
-    let fs = Filesystem::open(path, &options)
-        .with_context(|| format!("cannot open image '{}'", path.display()))?;
-    image::manifest(&fs).with_context(|| format!("image '{}'", path.display()))
+    let mut images = vec![path.to_path_buf()];
+    images.extend(layers.iter().cloned());
+    let view = crate::cmd::open_stack(&images, &options)?;
+    image::manifest(&view).with_context(|| format!("image '{}'", path.display()))
 }
 
 /// One entry of a manifest. Fields are in the JSON's (sorted) key order.
