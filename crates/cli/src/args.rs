@@ -80,6 +80,9 @@ pub struct ManifestArgs {
     /// first): the manifest of the merged tree.
     #[arg(long = "layer", value_name = "LAYER")]
     pub layers: Vec<PathBuf>,
+    /// Stack layers even on other images than they were made on.
+    #[arg(long)]
+    pub force_stack: bool,
 }
 
 /// `hoard diff`.
@@ -103,6 +106,9 @@ pub struct DiffArgs {
     /// bottom first): the merged tree is compared.
     #[arg(long = "layer", value_name = "LAYER")]
     pub layers: Vec<PathBuf>,
+    /// Stack layers even on other images than they were made on.
+    #[arg(long)]
+    pub force_stack: bool,
 }
 
 /// `hoard mount`.
@@ -116,6 +122,9 @@ pub struct MountArgs {
     /// stands for every *.dwarfs in it), opened at first use.
     #[arg(long)]
     pub each: bool,
+    /// Stack layers even on other images than they were made on.
+    #[arg(long, alias = "force-stack")]
+    pub force: bool,
     /// Mount options, comma-separated (cachesize=512m, decratio=0.8, workers=2, offset=auto, allow_other, ...).
     #[arg(short = 'o')]
     pub options: Vec<String>,
@@ -164,6 +173,9 @@ pub struct LayerArgs {
     /// directories hide what lies below).
     #[arg(long = "layer", value_name = "LAYER")]
     pub layers: Vec<PathBuf>,
+    /// Stack layers even on other images than they were made on.
+    #[arg(long)]
+    pub force_stack: bool,
 }
 
 /// `hoard check`.

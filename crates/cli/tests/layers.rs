@@ -398,3 +398,105 @@ fn bad_stacks_fail_with_one_line() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("missing.dwarfs"));
     }
 }
+
+#[test]
+fn a_layer_stacks_only_on_its_base() {
+    let l = layered(&[]);
+    let dir = l.dir.path();
+    let other_tree = dir.join("other");
+    write(&other_tree.join("f"), b"other");
+    let other = create_image(&other_tree, &dir.join("other.dwarfs"), &[]);
+    let (base, layer, other) = (
+        l.base.to_str().unwrap(),
+        l.layer.to_str().unwrap(),
+        other.to_str().unwrap(),
+    );
+    for (first, layers) in [
+        (other, vec![layer]),
+        (layer, vec![base]),
+        (base, vec![layer, layer]),
+    ] {
+        let mut args = vec!["ls", first];
+        for l in &layers {
+            args.extend(["--layer", l]);
+        }
+        let out = run(&args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("cannot stack") && err.contains("layer.dwarfs"),
+            "{err}"
+        );
+        args.push("--force-stack");
+        assert!(run(&args).status.success(), "{args:?} --force-stack");
+    }
+    // A layer alone is an ordinary image; a layer on a layer records both.
+    assert!(run(&["ls", layer]).status.success());
+    let newer = dir.join("newer");
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(&l.new)
+        .arg(&newer)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    write(&newer.join("newer_file"), b"newer");
+    let top = create_image(
+        &newer,
+        &dir.join("top.dwarfs"),
+        &["--base", base, "--base", layer],
+    );
+    let top = top.to_str().unwrap();
+    let out = run(&[
+        "diff",
+        base,
+        "--layer",
+        layer,
+        "--layer",
+        top,
+        newer.to_str().unwrap(),
+        "--ignore",
+        "mtime_ns",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = run(&["ls", base, "--layer", top]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("top.dwarfs"));
+    let out = run(&[
+        "rewrite",
+        base,
+        top,
+        "-o",
+        dir.join("flat.dwarfs").to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn five_hundred_layers_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("t");
+    write(&tree.join("shared/file"), b"file");
+    let first = create_image(&tree, &dir.path().join("l000.dwarfs"), &[]);
+    let mut args = vec![first.to_str().unwrap().to_string()];
+    for i in 1..500 {
+        let copy = dir.path().join(format!("l{i:03}.dwarfs"));
+        std::fs::copy(&first, &copy).unwrap();
+        args.push("--layer".into());
+        args.push(copy.to_str().unwrap().into());
+    }
+    let mut cat = vec!["cat".to_string()];
+    cat.extend(args.iter().cloned());
+    cat.push("shared/file".into());
+    let cat: Vec<&str> = cat.iter().map(String::as_str).collect();
+    let out = run(&cat);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"file");
+}

@@ -268,6 +268,17 @@ impl Filesystem {
         &self.image
     }
 
+    /// What identifies the image's tree: the SHA-256 of its metadata
+    /// (schema and tables, decompressed), the same however its blocks are
+    /// compressed.
+    pub fn identity(&self) -> [u8; 32] {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update(&self.schema);
+        h.update(&self.tables.data[..]);
+        h.finalize().into()
+    }
+
     /// The whole metadata, decoded (at the first call) and normalized.
     /// Reading the file system does not need it: it is for tools that
     /// report on or rewrite the metadata.

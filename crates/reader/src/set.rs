@@ -395,3 +395,16 @@ impl View for Set {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_are_named_after_their_files() {
+        assert_eq!(member_name(Path::new("/a/b/base.dwarfs")).unwrap(), b"base");
+        assert_eq!(member_name(Path::new("x.img")).unwrap(), b"x.img");
+        assert_eq!(member_name(Path::new(".dwarfs")).unwrap(), b".dwarfs");
+        assert_eq!(encode(0, 5), 1 << 32 | 5);
+    }
+}

@@ -22,6 +22,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, OnceLock, RwLock};
 
+/// The extended attribute on a layer's root recording the stack of
+/// images it was made on: the hex [`Stack::chain_id`] of its bases. In
+/// overlayfs's private namespace, so that neither a hoard stack nor the
+/// kernel's overlayfs shows it in the merged tree.
+pub const BASE_XATTR: &[u8] = b"trusted.overlay.hoard.base";
+
 /// The most layers a stack may have.
 pub const MAX_LAYERS: usize = 4096;
 
@@ -67,6 +73,10 @@ enum Found {
         sources: Vec<(usize, u32)>,
         open: bool,
     },
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether `name` is one of overlayfs's own attributes.
@@ -135,6 +145,60 @@ impl Stack {
             stack.register(root, root, sources);
         }
         Ok(stack)
+    }
+
+    /// The identity of the stack: for one image, the SHA-256 of its
+    /// metadata ([`Filesystem::identity`]); for more, the SHA-256 of the
+    /// identity of the layers below and that of the top one, as hex. A
+    /// layer records its bases' (see [`BASE_XATTR`]); a layer cannot
+    /// record a chain holding itself, so stacks have no cycles.
+    pub fn chain_id(&self) -> String {
+        hex(&self.chain()[self.layers.len() - 1])
+    }
+
+    /// The identity of the stack up to each layer.
+    fn chain(&self) -> Vec<[u8; 32]> {
+        use sha2::Digest;
+        let mut chain: Vec<[u8; 32]> = Vec::with_capacity(self.layers.len());
+        for fs in &self.layers {
+            let id = fs.identity();
+            chain.push(match chain.last() {
+                None => id,
+                Some(below) => {
+                    let mut h = sha2::Sha256::new();
+                    h.update(below);
+                    h.update(id);
+                    h.finalize().into()
+                }
+            });
+        }
+        chain
+    }
+
+    /// Checks that each layer that records its bases lies on them (one
+    /// image alone is read as it is: always fine); otherwise gives the
+    /// index of the first that does not, and why.
+    pub fn check_bases(&self) -> std::result::Result<(), (usize, String)> {
+        if self.layers.len() == 1 {
+            return Ok(());
+        }
+        let chain = self.chain();
+        for (i, fs) in self.layers.iter().enumerate() {
+            let xattrs = fs.xattrs(fs.root()).map_err(|e| (i, e.to_string()))?;
+            let Some((_, recorded)) = xattrs.iter().find(|(n, _)| *n == BASE_XATTR) else {
+                continue;
+            };
+            if i == 0 {
+                return Err((i, "is a layer, but its base images are not below it".into()));
+            }
+            if *recorded != hex(&chain[i - 1]).as_bytes() {
+                return Err((
+                    i,
+                    "is a layer made on other base images than the ones below it".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The layers, bottom first.
@@ -366,5 +430,28 @@ impl View for Stack {
 
     fn cache(&self) -> &BlockCache {
         self.layers[0].cache()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_many_layers_are_refused_before_any_is_opened() {
+        let paths: Vec<&Path> = (0..=MAX_LAYERS)
+            .map(|_| Path::new("/nonexistent"))
+            .collect();
+        let e = Stack::open(&paths, &FsOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("at most 4096"), "{e}");
+        assert!(Stack::open(&[], &FsOptions::default()).is_err());
+    }
+
+    #[test]
+    fn numbers_keep_layer_and_inode_apart() {
+        assert_eq!(decode(encode(499, 7)), (499, 7));
+        assert_eq!(decode(encode(0, u32::MAX)), (0, u32::MAX));
+        assert!(is_overlay_xattr(BASE_XATTR));
+        assert!(!is_overlay_xattr(b"user.mime_type"));
     }
 }

@@ -20,12 +20,17 @@
 //! taken as equal when size and time are. Hard links are all-or-nothing:
 //! if one name of a file changes, every name of it goes into the layer
 //! (a layer cannot link to a file of another).
+//!
+//! The layer's root records the stack it was made on
+//! ([`hoard_reader::stack::BASE_XATTR`]), so that stacking it on other
+//! images is refused.
 
 use crate::metadata::{adjust, AttrOptions};
 use crate::tree::{Attrs, Entry, File, Kind, Time, Tree};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
-use hoard_reader::{FileKind, Stat, View};
+use hoard_reader::stack::BASE_XATTR;
+use hoard_reader::{FileKind, Stack, Stat, View};
 use rayon::prelude::*;
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
@@ -45,6 +50,8 @@ pub struct DeltaOptions {
     /// Mark directories whose base entries are all gone opaque instead of
     /// whiting each entry out.
     pub opaque_dirs: bool,
+    /// Use bases that do not stack (a layer not on the images below it).
+    pub force_stack: bool,
 }
 
 /// How the layer's tree was cut.
@@ -78,7 +85,7 @@ struct Cut<'a> {
 /// Cuts `tree` down to what differs from `base` (see the module doc).
 pub fn subtract(
     tree: Tree,
-    base: &dyn View,
+    base: &Stack,
     options: &DeltaOptions,
     attrs: &AttrOptions,
 ) -> Result<(Tree, DeltaCounts)> {
@@ -96,7 +103,10 @@ pub fn subtract(
     cut.dir(0, Some(base.root()))?;
     cut.files()?;
     cut.keep_parents();
-    let (tree, counts) = cut.build();
+    let (mut tree, counts) = cut.build();
+    let root = &mut tree.entries[0].xattrs;
+    root.retain(|(n, _)| n != BASE_XATTR);
+    root.push((BASE_XATTR.to_vec(), base.chain_id().into_bytes()));
     Ok((tree, counts))
 }
 

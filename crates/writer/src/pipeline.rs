@@ -409,6 +409,12 @@ fn subtract_base(options: &CreateOptions, tree: Tree) -> Result<(Tree, Option<De
     };
     let base = hoard_reader::Stack::open(&paths, &reading)
         .map_err(|e| Error::Input(format!("cannot open base image {e}")))?;
+    if let (Err((i, why)), false) = (base.check_bases(), delta.force_stack) {
+        return Err(Error::Input(format!(
+            "base image '{}' {why} (--force-stack uses it anyway)",
+            paths[i].display()
+        )));
+    }
     let (tree, counts) = crate::delta::subtract(tree, &base, delta, &options.attrs)?;
     Ok((tree, Some(counts)))
 }

@@ -197,6 +197,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
             bases: args.base.clone(),
             trust_mtime: args.trust_mtime,
             opaque_dirs: args.opaque_dirs,
+            force_stack: args.force_stack,
         });
     }
     if let Some(h) = &args.header {

@@ -168,6 +168,10 @@ pub struct CreateArgs {
     /// whiting out each entry; DwarFS 0.15 does not see the mark.
     #[arg(long, requires = "base")]
     pub opaque_dirs: bool,
+    /// With --base (several): use layers even on other images than they
+    /// were made on.
+    #[arg(long, requires = "base")]
+    pub force_stack: bool,
     /// No live progress display.
     #[arg(long)]
     pub no_progress: bool,
@@ -196,6 +200,10 @@ pub struct RewriteArgs {
     /// one image (flattened).
     #[arg(required = true, value_name = "IMAGE")]
     pub inputs: Vec<PathBuf>,
+    /// With several images: stack layers even on other images than they
+    /// were made on.
+    #[arg(long)]
+    pub force_stack: bool,
     /// The image to write.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
@@ -272,6 +280,7 @@ impl CreateArgs {
     pub fn as_rewrite(&self, what: &str) -> RewriteArgs {
         RewriteArgs {
             inputs: vec![self.input.clone()],
+            force_stack: false,
             output: self.output.clone(),
             force: self.force,
             offset: hoard_reader::ImageOffset::Auto,

@@ -82,12 +82,17 @@ pub fn open_view(args: &ImageArgs, layers: &LayerArgs) -> Result<Stack> {
     };
     let mut images = vec![args.image.clone()];
     images.extend(layers.layers.iter().cloned());
-    open_stack(&images, &options)
+    open_stack(&images, &options, layers.force_stack)
 }
 
 /// Opens `images` as a stack, bottom layer first (one image is a stack
-/// of one), naming the image that cannot be opened.
-pub fn open_stack(images: &[std::path::PathBuf], options: &FsOptions) -> Result<Stack> {
+/// of one), naming the image that cannot be opened. A layer that is not
+/// on the images below it is refused unless `force`.
+pub fn open_stack(
+    images: &[std::path::PathBuf],
+    options: &FsOptions,
+    force: bool,
+) -> Result<Stack> {
     let cache = Filesystem::check_options(options)?;
     let mut layers = Vec::with_capacity(images.len());
     for image in images {
@@ -95,7 +100,14 @@ pub fn open_stack(images: &[std::path::PathBuf], options: &FsOptions) -> Result<
             .with_context(|| format!("cannot open image '{}'", image.display()))?;
         layers.push(std::sync::Arc::new(fs));
     }
-    Ok(Stack::from_layers(layers)?)
+    let stack = Stack::from_layers(layers)?;
+    if let (Err((i, why)), false) = (stack.check_bases(), force) {
+        anyhow::bail!(
+            "cannot stack '{}': it {why} (--force-stack stacks it anyway)",
+            images[i].display()
+        );
+    }
+    Ok(stack)
 }
 
 /// Runs `f` on a thread pool of `workers` threads (default: one per core).

@@ -95,7 +95,11 @@ fn open_view(args: &MountArgs, options: &MountOptions) -> Result<Arc<dyn View>> 
         if options.watch {
             bail!("mount option 'watch' needs --each DIR");
         }
-        return Ok(Arc::new(super::open_stack(images, &fs_options)?));
+        return Ok(Arc::new(super::open_stack(
+            images,
+            &fs_options,
+            args.force,
+        )?));
     }
     let set = match images {
         [dir] if dir.is_dir() => Set::of_dir(dir, &fs_options, options.watch)

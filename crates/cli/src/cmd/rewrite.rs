@@ -119,6 +119,8 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     if args.recompress != "all" || args.rebuild_metadata {
         bail!("flattening layers writes a new image: --recompress and --rebuild-metadata do not apply");
     }
+    // Checked (and named) here: the writer reads the stack as it is.
+    super::open_stack(&args.inputs, &Default::default(), args.force_stack)?;
     let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
     o.flatten = args.inputs.clone();
     o.force = args.force;

@@ -16,8 +16,14 @@ use std::path::{Path, PathBuf};
 
 /// The manifest of what `path` names: a directory tree, a manifest file
 /// (its first byte is `{`), or an image (at `offset` in its file) with
-/// the image `layers` stacked on it.
-pub fn load(path: &Path, layers: &[PathBuf], offset: ImageOffset) -> Result<Vec<Entry>> {
+/// the image `layers` stacked on it (on other images than they were made
+/// on only if `force`).
+pub fn load(
+    path: &Path,
+    layers: &[PathBuf],
+    force: bool,
+    offset: ImageOffset,
+) -> Result<Vec<Entry>> {
     let meta =
         std::fs::metadata(path).with_context(|| format!("cannot stat '{}'", path.display()))?;
     if !layers.is_empty() && meta.is_dir() {
@@ -50,7 +56,7 @@ pub fn load(path: &Path, layers: &[PathBuf], offset: ImageOffset) -> Result<Vec<
     };
     let mut images = vec![path.to_path_buf()];
     images.extend(layers.iter().cloned());
-    let view = crate::cmd::open_stack(&images, &options)?;
+    let view = crate::cmd::open_stack(&images, &options, force)?;
     image::manifest(&view).with_context(|| format!("image '{}'", path.display()))
 }
 
