@@ -16,7 +16,7 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::inode::{Stat, Time};
 use crate::stack::Stack;
-use crate::view::{Located, View};
+use crate::view::{AddEntry, Located, View};
 use crate::{FileKind, Filesystem, FsOptions};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -282,12 +282,7 @@ impl View for Set {
             .map(|i| encode((dir >> 32) as usize - 1, i)))
     }
 
-    fn list(
-        &self,
-        dir: u64,
-        skip: usize,
-        add: &mut dyn FnMut(&[u8], u64, FileKind) -> Result<bool>,
-    ) -> Result<()> {
+    fn list(&self, dir: u64, skip: usize, add: &mut AddEntry<'_>) -> Result<()> {
         if dir == 0 {
             let members: Vec<(Vec<u8>, usize)> = self
                 .read()

@@ -16,7 +16,7 @@
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::view::{Located, View};
+use crate::view::{AddEntry, Located, View};
 use crate::{FileKind, Filesystem, FsOptions, OpenOptions};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -360,12 +360,7 @@ impl View for Stack {
         Ok(Some(entry.ino))
     }
 
-    fn list(
-        &self,
-        dir: u64,
-        skip: usize,
-        add: &mut dyn FnMut(&[u8], u64, FileKind) -> Result<bool>,
-    ) -> Result<()> {
+    fn list(&self, dir: u64, skip: usize, add: &mut AddEntry<'_>) -> Result<()> {
         if let Some(fs) = self.single() {
             for e in fs.readdir_from(dir as u32, skip)? {
                 let e = e?;

@@ -36,6 +36,10 @@ pub struct Located {
     pub ino: u32,
 }
 
+/// What [`View::list`] calls with each entry (name, inode, kind); it
+/// returns true to stop.
+pub type AddEntry<'a> = dyn FnMut(&[u8], u64, FileKind) -> Result<bool> + 'a;
+
 /// A tree of files read from one or more images.
 pub trait View: Send + Sync {
     /// The root directory's inode number.
@@ -46,12 +50,7 @@ pub trait View: Send + Sync {
 
     /// Calls `add(name, ino, kind)` with each entry of directory `dir`,
     /// sorted by name, from the `skip`-th on, until `add` returns true.
-    fn list(
-        &self,
-        dir: u64,
-        skip: usize,
-        add: &mut dyn FnMut(&[u8], u64, FileKind) -> Result<bool>,
-    ) -> Result<()>;
+    fn list(&self, dir: u64, skip: usize, add: &mut AddEntry<'_>) -> Result<()>;
 
     /// The parent of directory `dir` (the root is its own parent).
     fn parent(&self, dir: u64) -> Result<u64>;
