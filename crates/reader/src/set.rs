@@ -2,7 +2,9 @@
 //! it (`name.dwarfs` is `name`). Images are opened at the first access
 //! to their directory and closed when unused for a while
 //! ([`View::close_idle`]), so a set of thousands costs memory only for
-//! the images in use; all share one bounded block cache.
+//! the images in use; all share one bounded block cache. Images are read
+//! with `pread`, not mapped, so that what the process holds is its cache
+//! and each open image's tables, not the pages of the image files.
 //!
 //! A set made from a directory can follow it ([`View::refresh`]): images
 //! added to it appear, removed (or replaced) ones vanish.
@@ -17,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::inode::{Stat, Time};
 use crate::stack::Stack;
 use crate::view::{AddEntry, Located, View};
-use crate::{FileKind, Filesystem, FsOptions};
+use crate::{FileKind, Filesystem, FsOptions, OpenOptions};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -239,7 +241,13 @@ impl Set {
             Some(o) => o,
             None => {
                 let name = member.path.display().to_string();
-                let image = Stack::open_in(&[&member.path], &self.options.open, &self.cache)
+                // Read, not mapped: the process's memory stays its cache
+                // and tables, however many images are open.
+                let open = OpenOptions {
+                    no_mmap: true,
+                    ..self.options.open.clone()
+                };
+                let image = Stack::open_in(&[&member.path], &open, &self.cache)
                     .map_err(|e| e.context(&name))?;
                 self.open_count.fetch_add(1, Ordering::Relaxed);
                 slot.insert(Opened {
