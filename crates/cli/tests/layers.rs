@@ -118,8 +118,13 @@ fn mount(images: &[&Path], mnt: &Path, extra: &[&str]) -> Mounted {
 /// Stacks `upper` on `lower` with the kernel's overlayfs; None (said on
 /// stderr) when the kernel refuses.
 fn overlay(lower: &Path, upper: &Path, mnt: &Path) -> Option<Mounted> {
+    overlay_with(lower, upper, mnt, "")
+}
+
+/// [`overlay`] with more mount options (`opt,`).
+fn overlay_with(lower: &Path, upper: &Path, mnt: &Path, options: &str) -> Option<Mounted> {
     std::fs::create_dir_all(mnt).unwrap();
-    let dirs = format!("lowerdir={}:{}", upper.display(), lower.display());
+    let dirs = format!("{options}lowerdir={}:{}", upper.display(), lower.display());
     let out = Command::new("mount")
         .args(["-t", "overlay", "overlay", "-o", &dirs])
         .arg(mnt)
@@ -145,6 +150,11 @@ struct Layered {
 /// A base tree and image, the changed tree, and its layer made with
 /// `extra` options.
 fn layered(extra: &[&str]) -> Layered {
+    layered_with(extra, |_| {})
+}
+
+/// [`layered`], the new tree also changed by `more`.
+fn layered_with(extra: &[&str], more: impl Fn(&Path)) -> Layered {
     let dir = tempfile::tempdir().unwrap();
     let (old, new) = (dir.path().join("old"), dir.path().join("new"));
     base_tree(&old);
@@ -157,6 +167,7 @@ fn layered(extra: &[&str]) -> Layered {
         .unwrap();
     assert!(out.status.success());
     change(&new);
+    more(&new);
     let mut args = vec!["--base", base.to_str().unwrap()];
     args.extend_from_slice(extra);
     let layer = create_image(&new, &dir.path().join("layer.dwarfs"), &args);
@@ -341,6 +352,79 @@ fn opaque_directories_hide_what_lies_below() {
     let _upper = mount(&[&l.layer], &upper, &[]);
     if let Some(_kernel) = overlay(&lower, &upper, &l.dir.path().join("kernel")) {
         assert_eq!(differences(&l.new, &l.dir.path().join("kernel")), "");
+    }
+}
+
+/// Two bulk files (of equal contents: noise seeds 4 and 5 are one) get a
+/// new mode and time, their contents unchanged.
+fn retouch(root: &Path) {
+    std::fs::set_permissions(
+        root.join("keep/bulk3"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let out = Command::new("touch")
+        .args(["-d", "@1500000000"])
+        .arg(root.join("keep/bulk4"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+#[test]
+fn metacopy_layers_store_changed_attributes_alone() {
+    let whole = layered_with(&[], retouch);
+    let l = layered_with(&["--metacopy"], retouch);
+    let (whole_size, size) = (
+        std::fs::metadata(&whole.layer).unwrap().len(),
+        std::fs::metadata(&l.layer).unwrap().len(),
+    );
+    assert!(
+        size + (24 << 10) < whole_size,
+        "{size} against {whole_size} bytes"
+    );
+    let listing = run(&["ls", "-l", "-R", l.layer.to_str().unwrap()]);
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    let bulk3 = listing
+        .lines()
+        .find(|l| l.ends_with(" keep/bulk3"))
+        .unwrap();
+    assert!(bulk3.starts_with("-rw-------@"), "{bulk3}");
+    let (base, layer) = (l.base.to_str().unwrap(), l.layer.to_str().unwrap());
+    let out = run(&[
+        "diff",
+        base,
+        "--layer",
+        layer,
+        l.new.to_str().unwrap(),
+        "--ignore",
+        "mtime_ns",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let flat = l.dir.path().join("flat.dwarfs");
+    let out = run(&["rewrite", base, layer, "-o", flat.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(differences(&l.new, &flat), "");
+    if !fuse_available() {
+        return;
+    }
+    let union = l.dir.path().join("union");
+    let _union = mount(&[&l.base, &l.layer], &union, &[]);
+    assert_eq!(differences(&l.new, &union), "");
+    let (lower, upper) = (l.dir.path().join("lower"), l.dir.path().join("upper"));
+    let _lower = mount(&[&l.base], &lower, &[]);
+    let _upper = mount(&[&l.layer], &upper, &[]);
+    let kernel = l.dir.path().join("kernel");
+    if let Some(_kernel) = overlay_with(&lower, &upper, &kernel, "metacopy=on,") {
+        assert_eq!(differences(&l.new, &kernel), "");
     }
 }
 

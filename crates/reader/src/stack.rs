@@ -6,7 +6,11 @@
 //! * a character device 0:0 (a *whiteout*) hides the name below it and is
 //!   not shown itself;
 //! * a directory with the extended attribute `trusted.overlay.opaque`
-//!   (or `user.overlay.opaque`) set to `y` hides everything below it.
+//!   (or `user.overlay.opaque`) set to `y` hides everything below it;
+//! * a regular file with the attribute `trusted.overlay.metacopy` (or
+//!   `user.overlay.metacopy`) holds only attributes: its contents are
+//!   those of the first regular file of its name below it (overlayfs's
+//!   `metacopy=on`).
 //!
 //! One image is a stack of one, read as it is (whiteouts shown), with the
 //! image's own inode numbers. In a stack of several, an entry's number is
@@ -34,6 +38,11 @@ pub const MAX_LAYERS: usize = 4096;
 /// The extended attributes that make a directory opaque (`y`).
 const OPAQUE_XATTRS: [&[u8]; 2] = [b"trusted.overlay.opaque", b"user.overlay.opaque"];
 
+/// The extended attribute marking a file whose contents are below it,
+/// as hoard writes it, and the names overlayfs reads.
+pub const METACOPY_XATTR: &[u8] = b"trusted.overlay.metacopy";
+const METACOPY_XATTRS: [&[u8]; 2] = [METACOPY_XATTR, b"user.overlay.metacopy"];
+
 /// Images read as one tree, the last on top.
 #[derive(Debug)]
 pub struct Stack {
@@ -41,6 +50,8 @@ pub struct Stack {
     layers: Vec<Arc<Filesystem>>,
     /// The merged directories handed out so far, by inode number.
     dirs: RwLock<HashMap<u64, Arc<MergedDir>>>,
+    /// Where the contents of the metacopy files handed out so far are.
+    contents: RwLock<HashMap<u64, (usize, u32)>>,
 }
 
 /// A directory of the merged tree.
@@ -59,7 +70,8 @@ struct Merged {
     name: Vec<u8>,
     ino: u64,
     kind: FileKind,
-    /// For a directory: its sources, top first.
+    /// For a directory: its sources, top first; for a metacopy file,
+    /// where its contents are.
     sources: Vec<(usize, u32)>,
 }
 
@@ -73,6 +85,23 @@ enum Found {
         sources: Vec<(usize, u32)>,
         open: bool,
     },
+    /// A metacopy file (`top`) and, once found, the file below holding
+    /// its contents; `open` while lower layers are searched.
+    Meta {
+        top: (usize, u32),
+        data: Option<(usize, u32)>,
+        open: bool,
+    },
+}
+
+impl Found {
+    /// Whether lower layers may still change what the name is.
+    fn is_open(&self) -> bool {
+        matches!(
+            self,
+            Found::Dir { open: true, .. } | Found::Meta { open: true, .. }
+        )
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -128,6 +157,7 @@ impl Stack {
         let stack = Stack {
             layers,
             dirs: RwLock::new(HashMap::new()),
+            contents: RwLock::new(HashMap::new()),
         };
         if stack.layers.len() > 1 {
             let top = stack.layers.len() - 1;
@@ -255,6 +285,13 @@ impl Stack {
         })
     }
 
+    fn is_metacopy(&self, layer: usize, ino: u32, kind: FileKind) -> bool {
+        kind == FileKind::Regular
+            && self.layers[layer]
+                .xattrs(ino)
+                .is_ok_and(|x| x.iter().any(|(n, _)| METACOPY_XATTRS.contains(n)))
+    }
+
     /// Folds the entry `ino` of `layer` (found under a name already
     /// resolved as `found` by the layers above, if any) into it.
     fn fold(&self, found: Option<Found>, layer: usize, ino: u32) -> Result<Found> {
@@ -266,7 +303,25 @@ impl Stack {
                 sources: vec![(layer, ino)],
                 open: !self.is_opaque(layer, ino),
             },
+            None if self.is_metacopy(layer, ino, kind) => Found::Meta {
+                top: (layer, ino),
+                data: None,
+                open: true,
+            },
             None => Found::Final(Some((layer, ino, kind))),
+            Some(Found::Meta {
+                top,
+                data: None,
+                open: true,
+            }) => {
+                let full = kind == FileKind::Regular && !self.is_metacopy(layer, ino, kind);
+                Found::Meta {
+                    top,
+                    data: full.then_some((layer, ino)),
+                    // A metacopy file below: its contents are further down.
+                    open: kind == FileKind::Regular && !full,
+                }
+            }
             Some(Found::Dir {
                 mut sources,
                 open: true,
@@ -299,6 +354,27 @@ impl Stack {
                 kind: FileKind::Directory,
                 sources,
             }),
+            Found::Meta { top, data, .. } => Some(Merged {
+                name,
+                ino: encode(top.0, top.1),
+                kind: FileKind::Regular,
+                sources: data.into_iter().collect(),
+            }),
+        }
+    }
+
+    /// Remembers what `entry` needs later: a directory's sources, a
+    /// metacopy file's contents.
+    fn remember(&self, entry: &Merged, dir: u64) {
+        match (entry.kind, entry.sources.first()) {
+            (FileKind::Directory, _) => {
+                self.register(entry.ino, dir, entry.sources.clone());
+            }
+            (_, Some(&data)) => {
+                let mut contents = self.contents.write().unwrap_or_else(|p| p.into_inner());
+                contents.insert(entry.ino, data);
+            }
+            _ => {}
         }
     }
 
@@ -322,8 +398,8 @@ impl Stack {
                 .collect())
         });
         let entries = listing.as_ref().map_err(Clone::clone)?;
-        for e in entries.iter().filter(|e| e.kind == FileKind::Directory) {
-            self.register(e.ino, dir, e.sources.clone());
+        for e in entries.iter().filter(|e| !e.sources.is_empty()) {
+            self.remember(e, dir);
         }
         Ok((merged.clone(), entries.len()))
     }
@@ -344,7 +420,7 @@ impl View for Stack {
         for &(layer, d) in &merged.sources {
             if let Some(ino) = self.layers[layer].lookup(d, name)? {
                 let folded = self.fold(found, layer, ino)?;
-                let done = !matches!(folded, Found::Dir { open: true, .. });
+                let done = !folded.is_open();
                 found = Some(folded);
                 if done {
                     break;
@@ -354,9 +430,7 @@ impl View for Stack {
         let Some(entry) = found.and_then(|f| Self::entry(name.to_vec(), f)) else {
             return Ok(None);
         };
-        if entry.kind == FileKind::Directory {
-            self.register(entry.ino, dir, entry.sources);
-        }
+        self.remember(&entry, dir);
         Ok(Some(entry.ino))
     }
 
@@ -389,12 +463,34 @@ impl View for Stack {
         }
     }
 
+    /// A metacopy file's contents are in a lower layer.
     fn locate(&self, ino: u64) -> Result<Located> {
-        let (fs, ino) = self.layer(ino)?;
+        let data = {
+            let contents = self.contents.read().unwrap_or_else(|p| p.into_inner());
+            contents.get(&ino).copied()
+        };
+        let (fs, ino) = match data {
+            Some((layer, ino)) => (&self.layers[layer], ino),
+            None => self.layer(ino)?,
+        };
         Ok(Located {
             fs: fs.clone(),
             ino,
         })
+    }
+
+    /// Attributes from the top layer, even for a metacopy file (whose
+    /// allocated size is that of its contents).
+    fn stat(&self, ino: u64) -> Result<crate::Stat> {
+        let (fs, image_ino) = self.layer(ino)?;
+        let mut st = fs.stat(image_ino)?;
+        if st.kind == FileKind::Regular && self.layers.len() > 1 {
+            let at = self.locate(ino)?;
+            if !Arc::ptr_eq(&at.fs, fs) {
+                st.allocated_size = at.fs.stat(at.ino)?.allocated_size;
+            }
+        }
+        Ok(st)
     }
 
     /// In a stack of several, overlayfs's own attributes (opaque marks)

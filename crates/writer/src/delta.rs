@@ -21,6 +21,12 @@
 //! if one name of a file changes, every name of it goes into the layer
 //! (a layer cannot link to a file of another).
 //!
+//! With `metacopy`, a file (of one name) whose contents are the base's
+//! but whose owner, mode, time or attributes changed is stored as those
+//! alone: a sparse file of its size marked `trusted.overlay.metacopy`,
+//! read with its contents from below by hoard stacks and by overlayfs
+//! with `metacopy=on` (not by DwarFS 0.15, which shows no attributes).
+//!
 //! The layer's root records the stack it was made on
 //! ([`hoard_reader::stack::BASE_XATTR`]), so that stacking it on other
 //! images is refused.
@@ -29,12 +35,12 @@ use crate::metadata::{adjust, AttrOptions};
 use crate::tree::{Attrs, Entry, File, Kind, Time, Tree};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
-use hoard_reader::stack::BASE_XATTR;
+use hoard_reader::stack::{BASE_XATTR, METACOPY_XATTR};
 use hoard_reader::{FileKind, Stack, Stat, View};
 use rayon::prelude::*;
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The extended attribute marking an opaque directory, and its value.
 pub const OPAQUE: (&[u8], &[u8]) = (b"trusted.overlay.opaque", b"y");
@@ -52,6 +58,10 @@ pub struct DeltaOptions {
     pub opaque_dirs: bool,
     /// Use bases that do not stack (a layer not on the images below it).
     pub force_stack: bool,
+    /// Store a file whose contents are unchanged but whose attributes
+    /// changed as attributes only (`trusted.overlay.metacopy`), its
+    /// contents left to the base.
+    pub metacopy: bool,
 }
 
 /// How the layer's tree was cut.
@@ -65,6 +75,17 @@ pub struct DeltaCounts {
     pub whiteouts: usize,
     /// Directories marked opaque.
     pub opaque: usize,
+    /// Files stored as attributes only (metacopy).
+    pub metacopy: usize,
+}
+
+/// What is decided about a regular file (all its names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileDecision {
+    Unchanged,
+    Changed,
+    /// Same contents, other attributes: stored as a metacopy file.
+    AttributesOnly,
 }
 
 /// What is decided about each entry of the scanned tree.
@@ -74,7 +95,10 @@ struct Cut<'a> {
     attrs: &'a AttrOptions,
     trust_mtime: bool,
     opaque_dirs: bool,
+    metacopy: bool,
     keep: Vec<bool>,
+    /// The regular files stored as attributes only.
+    attributes_only: BTreeSet<usize>,
     /// The base's entry at the path of each regular file entry.
     file_base: Vec<Option<u64>>,
     /// Names to white out, per directory entry.
@@ -88,13 +112,15 @@ pub fn subtract(
     base: &Stack,
     options: &DeltaOptions,
     attrs: &AttrOptions,
-) -> Result<(Tree, DeltaCounts)> {
+) -> Result<Layer> {
     let mut cut = Cut {
         tree: &tree,
         base,
         attrs,
         trust_mtime: options.trust_mtime,
         opaque_dirs: options.opaque_dirs,
+        metacopy: options.metacopy,
+        attributes_only: BTreeSet::new(),
         keep: vec![false; tree.entries.len()],
         file_base: vec![None; tree.entries.len()],
         whiteouts: HashMap::new(),
@@ -103,11 +129,35 @@ pub fn subtract(
     cut.dir(0, Some(base.root()))?;
     cut.files()?;
     cut.keep_parents();
-    let (mut tree, counts) = cut.build();
+    let holes = if cut.attributes_only.is_empty() {
+        None
+    } else {
+        let dir = tempfile::Builder::new()
+            .prefix(".hoard-metacopy-")
+            .tempdir()
+            .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
+        Some(dir)
+    };
+    let (mut tree, counts) = cut.build(holes.as_ref().map(tempfile::TempDir::path))?;
     let root = &mut tree.entries[0].xattrs;
     root.retain(|(n, _)| n != BASE_XATTR);
     root.push((BASE_XATTR.to_vec(), base.chain_id().into_bytes()));
-    Ok((tree, counts))
+    Ok(Layer {
+        tree,
+        counts,
+        holes,
+    })
+}
+
+/// A layer's tree and what it needs while it is built.
+pub struct Layer {
+    /// The tree to write.
+    pub tree: Tree,
+    /// How it was cut.
+    pub counts: DeltaCounts,
+    /// Where the sparse files standing for metacopy files' contents are;
+    /// it must live as long as the build reads them.
+    pub holes: Option<tempfile::TempDir>,
 }
 
 fn base_error(e: hoard_reader::Error) -> Error {
@@ -226,43 +276,52 @@ impl Cut<'_> {
             }
         }
         let this = &*self;
-        let changed: Vec<bool> = groups
+        let decisions: Vec<FileDecision> = groups
             .par_iter()
             .enumerate()
-            .map(|(f, names)| this.group_changed(f, names))
+            .map(|(f, names)| this.decide(f, names))
             .collect::<Result<_>>()?;
-        for (names, changed) in groups.iter().zip(changed) {
+        for (f, (names, decision)) in groups.iter().zip(decisions).enumerate() {
             for &e in names {
-                self.keep[e] = changed;
+                self.keep[e] = decision != FileDecision::Unchanged;
+            }
+            if decision == FileDecision::AttributesOnly {
+                self.attributes_only.insert(f);
             }
         }
         Ok(())
     }
 
-    /// Whether file `f` (named by `names`) differs from the base.
-    fn group_changed(&self, f: usize, names: &[usize]) -> Result<bool> {
+    /// How file `f` (named by `names`) differs from the base.
+    fn decide(&self, f: usize, names: &[usize]) -> Result<FileDecision> {
+        use FileDecision::*;
         let Some(first) = names.first() else {
-            return Ok(false);
+            return Ok(Unchanged);
         };
         let Some(b) = self.file_base[*first] else {
-            return Ok(true);
+            return Ok(Changed);
         };
         if names.iter().any(|&e| self.file_base[e] != Some(b)) {
-            return Ok(true);
+            return Ok(Changed);
         }
         let st = self.base.stat(b).map_err(base_error)?;
         let file = &self.tree.files[f];
-        if st.kind != FileKind::Regular
-            || st.nlink as usize != names.len()
-            || st.size != file.size
-            || !self.same_attrs(*first, b, &st)?
+        if st.kind != FileKind::Regular || st.nlink as usize != names.len() || st.size != file.size
         {
-            return Ok(true);
+            return Ok(Changed);
         }
-        if self.trust_mtime {
-            return Ok(false);
+        let same_attrs = self.same_attrs(*first, b, &st)?;
+        if same_attrs && self.trust_mtime {
+            return Ok(Unchanged);
         }
-        Ok(!self.same_contents(file, b)?)
+        if !same_attrs && !(self.metacopy && names.len() == 1) {
+            return Ok(Changed);
+        }
+        Ok(match (self.same_contents(file, b)?, same_attrs) {
+            (false, _) => Changed,
+            (true, true) => Unchanged,
+            (true, false) => AttributesOnly,
+        })
     }
 
     /// Whether `file` holds the bytes of the base's `b` (of equal size).
@@ -301,8 +360,10 @@ impl Cut<'_> {
         }
     }
 
-    /// The layer's tree: the kept entries, whiteouts and opaque marks.
-    fn build(self) -> (Tree, DeltaCounts) {
+    /// The layer's tree: the kept entries, whiteouts, opaque and
+    /// metacopy marks; metacopy files' contents are sparse files made in
+    /// `holes`.
+    fn build(self, holes: Option<&Path>) -> Result<(Tree, DeltaCounts)> {
         let tree = self.tree;
         let mut counts = DeltaCounts::default();
         let mut index = vec![usize::MAX; tree.entries.len()];
@@ -328,13 +389,27 @@ impl Cut<'_> {
                     let next = out.files.len();
                     let f = *file_index.entry(*file).or_insert(next);
                     if f == next {
-                        out.files.push(tree.files[*file].clone());
+                        let mut copy = tree.files[*file].clone();
+                        if let (true, Some(dir)) = (self.attributes_only.contains(file), holes) {
+                            copy.source = dir.join(file.to_string());
+                            let io = |e| Error::io(&copy.source, e);
+                            let hole = std::fs::File::create(&copy.source).map_err(io)?;
+                            hole.set_len(copy.size).map_err(io)?;
+                        }
+                        out.files.push(copy);
                     }
                     Kind::File { file: f }
                 }
                 other => other.clone(),
             };
             let mut xattrs = entry.xattrs.clone();
+            if let Kind::File { file } = entry.kind {
+                if self.attributes_only.contains(&file) {
+                    xattrs.retain(|(n, _)| n != METACOPY_XATTR);
+                    xattrs.push((METACOPY_XATTR.to_vec(), Vec::new()));
+                    counts.metacopy += 1;
+                }
+            }
             if self.opaque.contains(&i) {
                 xattrs.retain(|(n, _)| n != OPAQUE.0);
                 xattrs.push((OPAQUE.0.to_vec(), OPAQUE.1.to_vec()));
@@ -384,7 +459,7 @@ impl Cut<'_> {
                 *children = list;
             }
         }
-        (out, counts)
+        Ok((out, counts))
     }
 }
 

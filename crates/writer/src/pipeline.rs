@@ -281,7 +281,7 @@ pub fn create(
     check(&cancel)?;
     // Spooled archive contents stay until the image is written.
     let _spool = scanned.spool;
-    let (tree, delta) = subtract_base(options, scanned.tree)?;
+    let (tree, delta, _holes) = subtract_base(options, scanned.tree)?;
     check(&cancel)?;
     let mut summary = Summary {
         counts: tree.counts(),
@@ -396,11 +396,16 @@ fn scan_input(
     )
 }
 
-/// With base images, the tree cut down to what differs from them.
+/// With base images, the tree cut down to what differs from them (and
+/// the directory of metacopy files' stand-in contents, to keep while
+/// building).
 #[inline(never)]
-fn subtract_base(options: &CreateOptions, tree: Tree) -> Result<(Tree, Option<DeltaCounts>)> {
+fn subtract_base(
+    options: &CreateOptions,
+    tree: Tree,
+) -> Result<(Tree, Option<DeltaCounts>, Option<tempfile::TempDir>)> {
     let Some(delta) = &options.delta else {
-        return Ok((tree, None));
+        return Ok((tree, None, None));
     };
     let paths: Vec<&Path> = delta.bases.iter().map(PathBuf::as_path).collect();
     let reading = hoard_reader::FsOptions {
@@ -415,8 +420,8 @@ fn subtract_base(options: &CreateOptions, tree: Tree) -> Result<(Tree, Option<De
             paths[i].display()
         )));
     }
-    let (tree, counts) = crate::delta::subtract(tree, &base, delta, &options.attrs)?;
-    Ok((tree, Some(counts)))
+    let layer = crate::delta::subtract(tree, &base, delta, &options.attrs)?;
+    Ok((layer.tree, Some(layer.counts), layer.holes))
 }
 
 /// Groups equal contents, reading the files that may have a duplicate

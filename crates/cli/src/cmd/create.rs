@@ -198,6 +198,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
             trust_mtime: args.trust_mtime,
             opaque_dirs: args.opaque_dirs,
             force_stack: args.force_stack,
+            metacopy: args.metacopy,
         });
     }
     if let Some(h) = &args.header {
@@ -291,8 +292,8 @@ fn print_summary(s: &Summary, secs: f64) {
     );
     if let Some(d) = &s.delta {
         println!(
-            "layer: {} entries kept, {} unchanged left out, {} whiteouts, {} opaque directories",
-            d.kept, d.unchanged, d.whiteouts, d.opaque
+            "layer: {} entries kept ({} as attributes only), {} unchanged left out, {} whiteouts, {} opaque directories",
+            d.kept, d.metacopy, d.unchanged, d.whiteouts, d.opaque
         );
     }
     println!(
@@ -328,6 +329,7 @@ fn json(s: &Summary, secs: f64) -> serde_json::Value {
             "unchanged": d.unchanged,
             "whiteouts": d.whiteouts,
             "opaque": d.opaque,
+            "metacopy": d.metacopy,
         })),
     })
 }

@@ -168,6 +168,12 @@ pub struct CreateArgs {
     /// whiting out each entry; DwarFS 0.15 does not see the mark.
     #[arg(long, requires = "base")]
     pub opaque_dirs: bool,
+    /// With --base: store a file whose contents are unchanged but whose
+    /// owner, mode, time or attributes changed as those alone
+    /// (trusted.overlay.metacopy; overlayfs needs metacopy=on, DwarFS 0.15
+    /// does not see the mark).
+    #[arg(long, requires = "base")]
+    pub metacopy: bool,
     /// With --base (several): use layers even on other images than they
     /// were made on.
     #[arg(long, requires = "base")]
