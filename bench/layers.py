@@ -6,10 +6,10 @@
    before it: per release, the layer's size and build time, against one
    full image of that release; at the end the whole chain against one
    full image per release and one image of all releases. The top of the
-   chain is checked to read back as the last release. Every image is
-   made with `--set-time 0` (unless `--keep-times`): each release's
-   tarball gives every file a new time, and a file whose time changed
-   belongs in a layer whole (overlayfs has no layer of times alone).
+   chain is checked to read back as the last release. Layers are made
+   with `--metacopy` (unless `--whole-files`): each release's tarball
+   gives every file a new time, and without it a file whose time alone
+   changed goes into its layer whole.
 2. `hoard mount --each` over N copies of a small image (default 1,000):
    how long the mount takes, and the driver's resident memory after the
    mount, after listing the root, and after reading a file in 10, 100 and
@@ -44,12 +44,12 @@ def mib(n: int) -> str:
     return f"{n / MiB:,.2f} MiB"
 
 
-def chain(hoard: str, level: int, quick: bool, work: str, times: list) -> None:
+def chain(hoard: str, level: int, quick: bool, work: str, layer_options: list) -> None:
     corpus = corpora.prepare("versions", quick, corpora.cache_dir(), log=lambda *x: None)
     releases = sorted(os.listdir(corpus.tree),
                       key=lambda d: tuple(int(x) for x in d.split("-")[-1].split(".")))
     print(f"### versions corpus {corpus.label}: {len(releases)} releases as a chain of layers "
-          f"(`-l {level}{' ' if times else ''}{' '.join(times)}`)\n")
+          f"(`-l {level}{' ' if layer_options else ''}{' '.join(layer_options)}`)\n")
     print("| release | layer | layer build | full image | full build |")
     print("|---|---|---|---|---|")
     layers, total_layers, total_full = [], 0, 0
@@ -58,12 +58,12 @@ def chain(hoard: str, level: int, quick: bool, work: str, times: list) -> None:
         layer = os.path.join(work, f"layer-{name}.dwarfs")
         bases = [a for b in layers for a in ("--base", b)]
         made = measure.run([[hoard, "create", "-i", tree, "-o", layer, "-l", str(level),
-                             "--no-progress", "-f", *times, *bases]])
+                             "--no-progress", "-f", *(layer_options if bases else []), *bases]])
         if not made.ok:
             raise SystemExit(f"hoard create --base failed for {name}")
         full = os.path.join(work, f"full-{name}.dwarfs")
         whole = measure.run([[hoard, "create", "-i", tree, "-o", full, "-l", str(level),
-                              "--no-progress", "-f", *times]])
+                              "--no-progress", "-f"]])
         if not whole.ok:
             raise SystemExit(f"hoard create failed for {name}")
         layers.append(layer)
@@ -74,11 +74,10 @@ def chain(hoard: str, level: int, quick: bool, work: str, times: list) -> None:
         print(f"| {name} | {mib(size)} | {made.wall:.2f} s | {mib(full_size)} | {whole.wall:.2f} s |")
     everything = os.path.join(work, "all.dwarfs")
     allin = measure.run([[hoard, "create", "-i", corpus.tree, "-o", everything, "-l", str(level),
-                          "--no-progress", "-f", *times]])
+                          "--no-progress", "-f"]])
     top = [layers[0]] + [a for b in layers[1:] for a in ("--layer", b)]
-    ignore = "mtime_ns" if not times else "mtime,mtime_ns"
     same = subprocess.run([hoard, "diff", *top, os.path.join(corpus.tree, releases[-1]),
-                           "--ignore", ignore, "-q"], stdout=subprocess.DEVNULL)
+                           "--ignore", "mtime_ns", "-q"], stdout=subprocess.DEVNULL)
     print(f"\nchain of {len(layers)} layers: {mib(total_layers)}; one full image per release: "
           f"{mib(total_full)}; one image of all releases: {mib(os.path.getsize(everything))} "
           f"({allin.wall:.1f} s). Top of the chain reads back as {releases[-1]}: "
@@ -150,8 +149,8 @@ def main() -> int:
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--cachesize", default="64m")
     ap.add_argument("--skip-chain", action="store_true")
-    ap.add_argument("--keep-times", action="store_true",
-                    help="keep each release's file times (then nearly every file is in its layer)")
+    ap.add_argument("--whole-files", action="store_true",
+                    help="no --metacopy: a file whose time changed goes into its layer whole")
     ap.add_argument("--skip-each", action="store_true")
     ap.add_argument("--hoard", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")), "release", "hoard"))
@@ -159,8 +158,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="hoard-layers-") as work:
         if not a.skip_chain:
             os.makedirs(os.path.join(work, "chain"))
-            times = [] if a.keep_times else ["--set-time", "0"]
-            chain(a.hoard, a.level, not a.full, os.path.join(work, "chain"), times)
+            chain(a.hoard, a.level, not a.full, os.path.join(work, "chain"),
+                  [] if a.whole_files else ["--metacopy"])
         if not a.skip_each:
             os.makedirs(os.path.join(work, "each"))
             each(a.hoard, a.images, a.cachesize, os.path.join(work, "each"))
