@@ -195,6 +195,9 @@ fn start_tidying(view: &Arc<dyn View>, options: &MountOptions) {
 /// `image_idle` and, with `watch`, picks up images added to or removed
 /// from its directory; it checks every second at most.
 fn start_following(view: &Arc<dyn View>, options: &MountOptions) {
+    if !view.opens_on_demand() {
+        return;
+    }
     let (view, o) = (Arc::downgrade(view), options.clone());
     let every = o
         .image_idle

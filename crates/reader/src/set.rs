@@ -373,6 +373,10 @@ impl View for Set {
         &self.cache
     }
 
+    fn opens_on_demand(&self) -> bool {
+        true
+    }
+
     fn close_idle(&self, idle: Duration) -> usize {
         let members = self.read();
         let mut closed = 0;

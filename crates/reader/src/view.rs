@@ -98,6 +98,12 @@ pub trait View: Send + Sync {
     /// tidies every image's blocks.
     fn cache(&self) -> &BlockCache;
 
+    /// Whether the view opens its images on demand (and so may close
+    /// idle ones, or follow a directory).
+    fn opens_on_demand(&self) -> bool {
+        false
+    }
+
     /// Closes the images unused for `idle`, where the view opens them on
     /// demand; returns how many it closed.
     fn close_idle(&self, _idle: Duration) -> usize {

@@ -314,7 +314,8 @@ impl Cut<'_> {
         if same_attrs && self.trust_mtime {
             return Ok(Unchanged);
         }
-        if !same_attrs && !(self.metacopy && names.len() == 1) {
+        let may_copy_attributes = self.metacopy && names.len() == 1;
+        if !same_attrs && !may_copy_attributes {
             return Ok(Changed);
         }
         Ok(match (self.same_contents(file, b)?, same_attrs) {
