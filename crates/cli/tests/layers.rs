@@ -282,6 +282,75 @@ fn a_layer_holds_only_the_changes_and_stacks_to_the_new_tree() {
         Compare::Extracted,
     );
     assert!(d.is_empty(), "extracted flat image:\n{d}");
+    // Flattened reusing the layers' blocks: smaller than base and layer,
+    // the same tree, and DwarFS reads it.
+    let reused = l.dir.path().join("reused.dwarfs");
+    let out = run(&[
+        "rewrite",
+        base,
+        layer,
+        "-o",
+        reused.to_str().unwrap(),
+        "--recompress",
+        "metadata",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(differences(&l.new, &reused), "");
+    assert!(
+        std::fs::metadata(&reused).unwrap().len() < base_size + layer_size,
+        "reused blocks"
+    );
+    let again = l.dir.path().join("reused-extracted");
+    let out = run(&[
+        "extract",
+        reused.to_str().unwrap(),
+        "-o",
+        again.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = manifest_diff(
+        &manifest_of(&flat),
+        &manifest_of(&again),
+        Compare::Extracted,
+    );
+    assert!(d.is_empty(), "extracted image of reused blocks:\n{d}");
+    if dwarfs_bin().is_some() {
+        let out = tool("dwarfsck")
+            .arg("--check-integrity")
+            .arg(&reused)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "dwarfsck: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dwarfs_out = l.dir.path().join("dwarfs-extracted");
+        std::fs::create_dir_all(&dwarfs_out).unwrap();
+        let out = tool("dwarfsextract")
+            .arg("-i")
+            .arg(&reused)
+            .arg("-o")
+            .arg(&dwarfs_out)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "dwarfsextract: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(differences(&l.new, &dwarfs_out), "");
+    } else {
+        skipped("DwarFS 0.15.3 tools missing: flattened image not read by DwarFS");
+    }
 
     if !fuse_available() {
         return;

@@ -518,7 +518,7 @@ fn blocks_in_flight(options: &CreateOptions, plans: &[StreamPlan]) -> usize {
 /// it and writes its schema and data sections. Returns the size of the
 /// data section.
 #[inline(never)]
-fn write_metadata(
+pub(crate) fn write_metadata(
     image: &mut ImageFile,
     options: &CreateOptions,
     inputs: &Inputs<'_>,
@@ -537,7 +537,7 @@ fn write_metadata(
 }
 
 /// Writes the history section, if there is an entry to record.
-fn write_history(image: &mut ImageFile, options: &CreateOptions) -> Result<()> {
+pub(crate) fn write_history(image: &mut ImageFile, options: &CreateOptions) -> Result<()> {
     if let Some(entry) = &options.history {
         let history = hoard_format::write::encode_history(std::slice::from_ref(entry));
         let (algo, payload) = pack_section(&options.schema_compression, &history)?;

@@ -116,9 +116,15 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
 /// Writes the merged tree of a stack of images as one image, with the
 /// codecs of `level` where the options name none.
 fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
-    if args.recompress != "all" || args.rebuild_metadata {
-        bail!("flattening layers writes a new image: --recompress and --rebuild-metadata do not apply");
+    if args.rebuild_metadata {
+        bail!("flattening layers writes new metadata: --rebuild-metadata does not apply");
     }
+    // Blocks are reused as they are unless they are to be recompressed.
+    let reuse_blocks = match args.recompress.as_str() {
+        "all" | "block" => false,
+        "metadata" | "none" => true,
+        other => bail!("--recompress '{other}': expected all, block, metadata or none"),
+    };
     // Checked (and named) here: the writer reads the stack as it is.
     super::open_stack(&args.inputs, &Default::default(), args.force_stack)?;
     let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
@@ -159,8 +165,12 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
     }
-    let summary = hoard_writer::create(&o, &Default::default(), cancel)
-        .context("cannot flatten the layers")?;
+    let summary = if reuse_blocks {
+        hoard_writer::flatten::flatten_reusing_blocks(&o)
+    } else {
+        hoard_writer::create(&o, &Default::default(), cancel)
+    }
+    .context("cannot flatten the layers")?;
     for w in &summary.warnings {
         eprintln!("hoard: warning: {w}");
     }

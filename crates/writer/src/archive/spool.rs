@@ -103,6 +103,11 @@ impl Spool {
         Ok(path)
     }
 
+    /// Where the spool keeps its files.
+    pub(crate) fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// The spool's directory, to keep until the build ends.
     pub(super) fn into_dir(self) -> tempfile::TempDir {
         self.dir
