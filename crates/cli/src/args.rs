@@ -57,7 +57,8 @@ pub enum Command {
     Info(InfoArgs),
     /// Extract an image into a directory.
     Extract(ExtractArgs),
-    /// Mount an image with FUSE.
+    /// Mount an image with FUSE (or a stack of layers; or many images,
+    /// one directory each, with --each).
     Mount(MountArgs),
     /// Unmount a mounted image.
     Umount(UmountArgs),
@@ -116,7 +117,7 @@ pub struct DiffArgs {
 pub struct MountArgs {
     /// The image file, or several stacked as layers (the last on top,
     /// overlayfs rules), then where to mount them.
-    #[arg(num_args = 2.., required = true, value_name = "IMAGE... MOUNTPOINT")]
+    #[arg(num_args = 2.., required = true, value_names = ["IMAGE", "MOUNTPOINT"])]
     pub paths: Vec<PathBuf>,
     /// Show each image as a directory named after it (a directory given
     /// stands for every *.dwarfs in it), opened at first use.

@@ -223,7 +223,9 @@ pub struct RewriteArgs {
     #[arg(short = 'l', long = "compress-level", default_value_t = hoard_writer::level::DEFAULT_LEVEL,
           value_parser = clap::value_parser!(u8).range(0..=9))]
     pub level: u8,
-    /// What to recompress: all, block, metadata or none.
+    /// What to recompress: all, block, metadata or none. Flattening
+    /// layers with metadata or none copies their compressed blocks as
+    /// they are.
     #[arg(long, default_value = "all")]
     pub recompress: String,
     /// Block compression; `CATEGORY::SPEC` for the blocks of one category
