@@ -41,6 +41,7 @@ use rayon::prelude::*;
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The extended attribute marking an opaque directory, and its value.
 pub const OPAQUE: (&[u8], &[u8]) = (b"trusted.overlay.opaque", b"y");
@@ -99,6 +100,8 @@ struct Cut<'a> {
     keep: Vec<bool>,
     /// The regular files stored as attributes only.
     attributes_only: BTreeSet<usize>,
+    /// Bytes compared so far.
+    compared: &'a AtomicU64,
     /// The base's entry at the path of each regular file entry.
     file_base: Vec<Option<u64>>,
     /// Names to white out, per directory entry.
@@ -106,12 +109,14 @@ struct Cut<'a> {
     opaque: BTreeSet<usize>,
 }
 
-/// Cuts `tree` down to what differs from `base` (see the module doc).
+/// Cuts `tree` down to what differs from `base` (see the module doc),
+/// counting the bytes of file contents compared in `compared`.
 pub fn subtract(
     tree: Tree,
     base: &Stack,
     options: &DeltaOptions,
     attrs: &AttrOptions,
+    compared: &AtomicU64,
 ) -> Result<Layer> {
     let mut cut = Cut {
         tree: &tree,
@@ -121,6 +126,7 @@ pub fn subtract(
         opaque_dirs: options.opaque_dirs,
         metacopy: options.metacopy,
         attributes_only: BTreeSet::new(),
+        compared,
         keep: vec![false; tree.entries.len()],
         file_base: vec![None; tree.entries.len()],
         whiteouts: HashMap::new(),
@@ -344,6 +350,7 @@ impl Cut<'_> {
                 return Ok(false);
             }
             offset += n as u64;
+            self.compared.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
 

@@ -168,6 +168,8 @@ pub enum Phase {
     Metadata = 4,
     /// Finished.
     Done = 5,
+    /// Comparing the input with base images (`--base`).
+    Comparing = 6,
 }
 
 /// Live counters of a build, for progress display.
@@ -176,6 +178,8 @@ pub struct Progress {
     phase: AtomicU8,
     /// Scan counters.
     pub scan: ScanProgress,
+    /// Bytes compared with base images so far (`--base`).
+    pub compared: AtomicU64,
     /// Hashing counters.
     pub dedupe: DedupeProgress,
     /// Bytes of distinct contents categorized so far.
@@ -197,6 +201,7 @@ impl Progress {
             2 => Phase::Categorizing,
             3 => Phase::Writing,
             4 => Phase::Metadata,
+            6 => Phase::Comparing,
             _ => Phase::Done,
         }
     }
@@ -281,7 +286,7 @@ pub fn create(
     check(&cancel)?;
     // Spooled archive contents stay until the image is written.
     let _spool = scanned.spool;
-    let (tree, delta, _holes) = subtract_base(options, scanned.tree)?;
+    let (tree, delta, _holes) = subtract_base(options, scanned.tree, progress)?;
     check(&cancel)?;
     let mut summary = Summary {
         counts: tree.counts(),
@@ -403,10 +408,12 @@ fn scan_input(
 fn subtract_base(
     options: &CreateOptions,
     tree: Tree,
+    progress: &Progress,
 ) -> Result<(Tree, Option<DeltaCounts>, Option<tempfile::TempDir>)> {
     let Some(delta) = &options.delta else {
         return Ok((tree, None, None));
     };
+    progress.set(Phase::Comparing);
     let paths: Vec<&Path> = delta.bases.iter().map(PathBuf::as_path).collect();
     let reading = hoard_reader::FsOptions {
         cache_size: 64 << 20,
@@ -420,7 +427,7 @@ fn subtract_base(
             paths[i].display()
         )));
     }
-    let layer = crate::delta::subtract(tree, &base, delta, &options.attrs)?;
+    let layer = crate::delta::subtract(tree, &base, delta, &options.attrs, &progress.compared)?;
     Ok((layer.tree, Some(layer.counts), layer.holes))
 }
 
