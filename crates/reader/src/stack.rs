@@ -17,6 +17,11 @@
 //! its layer's index in the high 32 bits and its inode there in the low
 //! ones; a merged directory takes its topmost layer's. All layers share
 //! one block cache.
+//!
+//! A stack of several remembers each merged directory it hands out (its
+//! layers, and once listed its merged entries) and where each metacopy
+//! file's contents are, for as long as it lives: memory grows with the
+//! directories visited, as a kernel's dentry cache does.
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
