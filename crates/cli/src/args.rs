@@ -57,7 +57,8 @@ pub enum Command {
     Info(InfoArgs),
     /// Extract an image into a directory.
     Extract(ExtractArgs),
-    /// Mount an image with FUSE.
+    /// Mount an image with FUSE (or a stack of layers; or many images,
+    /// one directory each, with --each).
     Mount(MountArgs),
     /// Unmount a mounted image.
     Umount(UmountArgs),
@@ -76,6 +77,13 @@ pub struct ManifestArgs {
     /// Where an image starts in its file: a byte offset or `auto`.
     #[arg(short = 'O', long = "image-offset", default_value = "auto")]
     pub offset: ImageOffset,
+    /// An image stacked on PATH (an image) as a layer (repeatable, bottom
+    /// first): the manifest of the merged tree.
+    #[arg(long = "layer", value_name = "LAYER")]
+    pub layers: Vec<PathBuf>,
+    /// Stack layers even on other images than they were made on.
+    #[arg(long)]
+    pub force_stack: bool,
 }
 
 /// `hoard diff`.
@@ -95,21 +103,47 @@ pub struct DiffArgs {
     /// Where an image starts in its file: a byte offset or `auto`.
     #[arg(short = 'O', long = "image-offset", default_value = "auto")]
     pub offset: ImageOffset,
+    /// An image stacked on FIRST (an image) as a layer (repeatable,
+    /// bottom first): the merged tree is compared.
+    #[arg(long = "layer", value_name = "LAYER")]
+    pub layers: Vec<PathBuf>,
+    /// Stack layers even on other images than they were made on.
+    #[arg(long)]
+    pub force_stack: bool,
 }
 
 /// `hoard mount`.
 #[derive(Debug, Args)]
 pub struct MountArgs {
-    /// The image file.
-    pub image: PathBuf,
-    /// Where to mount it.
-    pub mountpoint: PathBuf,
+    /// The image file, or several stacked as layers (the last on top,
+    /// overlayfs rules), then where to mount them.
+    #[arg(num_args = 2.., required = true, value_names = ["IMAGE", "MOUNTPOINT"])]
+    pub paths: Vec<PathBuf>,
+    /// Show each image as a directory named after it (a directory given
+    /// stands for every *.dwarfs in it), opened at first use.
+    #[arg(long)]
+    pub each: bool,
+    /// Stack layers even on other images than they were made on.
+    #[arg(long, alias = "force-stack")]
+    pub force: bool,
     /// Mount options, comma-separated (cachesize=512m, decratio=0.8, workers=2, offset=auto, allow_other, ...).
     #[arg(short = 'o')]
     pub options: Vec<String>,
     /// Stay in the foreground.
     #[arg(short = 'f', long)]
     pub foreground: bool,
+}
+
+impl MountArgs {
+    /// The images, bottom layer first.
+    pub fn images(&self) -> &[PathBuf] {
+        &self.paths[..self.paths.len().saturating_sub(1)]
+    }
+
+    /// Where to mount them.
+    pub fn mountpoint(&self) -> &std::path::Path {
+        self.paths.last().map_or("".as_ref(), PathBuf::as_path)
+    }
 }
 
 /// `hoard umount`.
@@ -130,6 +164,19 @@ pub struct ImageArgs {
     /// Bytes of decompressed blocks to keep in memory (suffixes k, m, g).
     #[arg(short = 's', long = "cache-size", default_value = "512m", value_parser = parse_size)]
     pub cache_size: usize,
+}
+
+/// Images stacked on the one named, as layers.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LayerArgs {
+    /// An image stacked on top as a layer (repeatable, bottom first): the
+    /// merged tree is read, with overlayfs rules (whiteouts and opaque
+    /// directories hide what lies below).
+    #[arg(long = "layer", value_name = "LAYER")]
+    pub layers: Vec<PathBuf>,
+    /// Stack layers even on other images than they were made on.
+    #[arg(long)]
+    pub force_stack: bool,
 }
 
 /// `hoard check`.
@@ -182,6 +229,8 @@ pub enum ChecksumAlgo {
 pub struct LsArgs {
     #[command(flatten)]
     pub image: ImageArgs,
+    #[command(flatten)]
+    pub layers: LayerArgs,
     /// The directory or file to list (default: the root).
     pub path: Option<String>,
     /// Long listing: mode, links, owner, group, size, time, name -> target.
@@ -197,6 +246,8 @@ pub struct LsArgs {
 pub struct CatArgs {
     #[command(flatten)]
     pub image: ImageArgs,
+    #[command(flatten)]
+    pub layers: LayerArgs,
     /// Files to print, as paths inside the image.
     #[arg(required = true)]
     pub paths: Vec<String>,
@@ -221,6 +272,8 @@ pub struct InfoArgs {
 pub struct ExtractArgs {
     #[command(flatten)]
     pub image: ImageArgs,
+    #[command(flatten)]
+    pub layers: LayerArgs,
     /// Directory to extract into (created if missing); with `--format`,
     /// the archive file to write, or `-` for standard output.
     #[arg(short = 'o', long = "output")]

@@ -151,6 +151,7 @@ impl Dwarfsck {
         if self.list {
             return vec![Command::Ls(LsArgs {
                 image,
+                layers: Default::default(),
                 path: None,
                 long: false,
                 recursive: true,
@@ -230,6 +231,7 @@ impl Dwarfsextract {
                 offset: self.offset,
                 cache_size: self.cache_size,
             },
+            layers: Default::default(),
             output: self
                 .output
                 .unwrap_or_else(|| PathBuf::from(if self.format.is_some() { "-" } else { "." })),

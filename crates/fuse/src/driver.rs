@@ -1,8 +1,12 @@
-//! The FUSE operations over a [`Filesystem`].
+//! The FUSE operations over a [`View`]: one image, a stack of layers or a
+//! set of images, all read the same way.
 //!
-//! FUSE inode numbers are the image's inode numbers plus one (FUSE reserves
-//! 1 for the root, the image numbers it 0). Everything is read-only, so the
-//! kernel may keep attributes, entries and page-cache data for a long time.
+//! FUSE inode numbers are the view's inode numbers plus one (FUSE reserves
+//! 1 for the root, a single image numbers it 0); a view whose root has
+//! another number has it swapped with 0, which such a view never hands
+//! out. Everything is read-only, so the kernel may keep attributes,
+//! entries and page-cache data for a long time (except in a directory
+//! whose entries may change: a watched set's root).
 //! Reads run on a worker pool so that a slow block decompression never
 //! holds up other requests.
 
@@ -14,7 +18,7 @@ use fuser::{
     ReplyDirectoryPlus, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
     SessionACL, SessionUnmounter,
 };
-use hoard_reader::{Error, FileKind, Filesystem, FsOptions, OpenOptions, Stat};
+use hoard_reader::{Error, FileKind, Filesystem, Stat, View};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -46,18 +50,9 @@ impl Mounted {
     }
 }
 
-/// Opens `image`, mounts it on `mountpoint`, calls `ready` once the kernel
-/// has accepted the mount, and serves requests until it is unmounted.
-///
-/// Every error that can be detected before mounting (bad image, bad mount
-/// point, no FUSE) is returned before `ready` is called. With `perfmon`,
-/// the latency report is printed to standard error at the end.
-pub fn serve(
-    image: &Path,
-    mountpoint: &Path,
-    options: &MountOptions,
-    ready: impl FnOnce(Mounted),
-) -> Result<(), String> {
+/// Checks that `mountpoint` is a directory where a file system can be
+/// mounted.
+pub fn check_mountpoint(mountpoint: &Path) -> Result<(), String> {
     let cannot_mount =
         |why: &dyn std::fmt::Display| format!("cannot mount on '{}': {why}", mountpoint.display());
     let meta = std::fs::metadata(mountpoint).map_err(|e| cannot_mount(&e))?;
@@ -67,40 +62,65 @@ pub fn serve(
     if is_mount_point(mountpoint, &meta) {
         return Err(cannot_mount(&"already a mount point"));
     }
-    let fs = Filesystem::open(
-        image,
-        &FsOptions {
-            open: OpenOptions {
-                offset: options.offset,
-                no_mmap: false,
-                image_size: options.image_size,
-            },
-            cache_size: options.cache_size,
-            decratio: options.decratio,
-        },
-    )
-    .map_err(|e| format!("cannot open image '{}': {e}", image.display()))?;
+    Ok(())
+}
+
+/// What the remote images of `view` fetched, summed; `None` when none is
+/// remote (or none is open).
+fn remote_stats(view: &dyn View) -> Option<hoard_reader::source::FetchStats> {
+    view.images()
+        .iter()
+        .filter_map(|fs| fs.image().fetch_stats())
+        .reduce(|a, b| hoard_reader::source::FetchStats {
+            requests: a.requests + b.requests,
+            bytes: a.bytes + b.bytes,
+            failures: a.failures + b.failures,
+            cache_bytes: a.cache_bytes + b.cache_bytes,
+            latency_us: a.latency_us + b.latency_us,
+            max_latency_us: a.max_latency_us.max(b.max_latency_us),
+        })
+}
+
+/// Mounts `view` (named `fsname` in the mount table) on `mountpoint`,
+/// calls `ready` once the kernel has accepted the mount, and serves
+/// requests until it is unmounted.
+///
+/// Every error that can be detected before mounting (bad mount point, no
+/// FUSE) is returned before `ready` is called; the caller opens the view
+/// (and reports a bad image) first. With `perfmon`, the latency report
+/// is printed to standard error at the end.
+pub fn serve(
+    view: Arc<dyn View>,
+    fsname: &str,
+    mountpoint: &Path,
+    options: &MountOptions,
+    ready: impl FnOnce(Mounted),
+) -> Result<(), String> {
+    check_mountpoint(mountpoint)?;
     lock_memory(options.mlock)?;
     bound_malloc();
-    let fs = Arc::new(fs);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(options.workers)
         .thread_name(|i| format!("hoard-read-{i}"))
         .build()
         .map_err(|e| e.to_string())?;
     if options.preload_all {
-        let fs = fs.clone();
+        let images = view.images();
         pool.spawn(move || {
-            for b in 0..fs.blocks().len() as u32 {
-                let _ = fs.block(b);
+            for fs in images {
+                for b in 0..fs.blocks().len() as u32 {
+                    let _ = fs.block(b);
+                }
             }
         });
     }
-    start_tidying(&fs, options);
+    start_tidying(&view, options);
+    start_following(&view, options);
     let perf = Arc::new(PerfMon::parse(&options.perfmon)?);
-    let fs_stats = fs.clone();
+    let stats_view = view.clone();
     let driver = Driver {
-        fs,
+        root: view.root(),
+        view,
         options: options.clone(),
         pool,
         perf: perf.clone(),
@@ -108,7 +128,7 @@ pub fn serve(
         file_lookups: AtomicU64::new(0),
     };
     let mut config = Config::default();
-    config.mount_options = mount_options(image, options);
+    config.mount_options = mount_options(fsname, options);
     config.acl = if options.allow_other {
         SessionACL::All
     } else if options.allow_root {
@@ -125,7 +145,7 @@ pub fn serve(
     });
     let served = session.run().map_err(|e| e.to_string());
     if !options.perfmon.is_empty() {
-        eprint!("{}", perf.report_with(fs_stats.image().fetch_stats()));
+        eprint!("{}", perf.report_with(remote_stats(stats_view.as_ref())));
     }
     served
 }
@@ -137,10 +157,10 @@ fn is_mount_point(path: &Path, meta: &std::fs::Metadata) -> bool {
     std::fs::metadata(parent).is_ok_and(|p| p.dev() != meta.dev() || p.ino() == meta.ino())
 }
 
-fn mount_options(image: &Path, options: &MountOptions) -> Vec<MountOption> {
+fn mount_options(fsname: &str, options: &MountOptions) -> Vec<MountOption> {
     let mut v = vec![
         MountOption::RO,
-        MountOption::FSName(image.display().to_string()),
+        MountOption::FSName(fsname.to_string()),
         MountOption::Subtype("hoard".into()),
     ];
     if options.default_permissions {
@@ -168,11 +188,11 @@ fn mount_options(image: &Path, options: &MountOptions) -> Vec<MountOption> {
 /// Starts the thread that tidies the block cache every `tidy_interval`
 /// (`tidy_strategy`). It lives as long as the process: the driver exits
 /// when the mount ends.
-fn start_tidying(fs: &Arc<Filesystem>, options: &MountOptions) {
+fn start_tidying(view: &Arc<dyn View>, options: &MountOptions) {
     if options.tidy == Tidy::None {
         return;
     }
-    let (fs, o) = (Arc::downgrade(fs), options.clone());
+    let (fs, o) = (Arc::downgrade(view), options.clone());
     std::thread::Builder::new()
         .name("hoard-tidy".into())
         .spawn(move || loop {
@@ -186,6 +206,33 @@ fn start_tidying(fs: &Arc<Filesystem>, options: &MountOptions) {
         })
         .map(drop)
         .unwrap_or_else(|e| eprintln!("hoard: warning: no cache tidying: {e}"));
+}
+
+/// Starts the thread that closes the images of a set unused for
+/// `image_idle` and, with `watch`, picks up images added to or removed
+/// from its directory; it checks every second at most.
+fn start_following(view: &Arc<dyn View>, options: &MountOptions) {
+    if !view.opens_on_demand() {
+        return;
+    }
+    let (view, o) = (Arc::downgrade(view), options.clone());
+    let every = o
+        .image_idle
+        .clamp(Duration::from_millis(100), Duration::from_secs(1));
+    std::thread::Builder::new()
+        .name("hoard-follow".into())
+        .spawn(move || loop {
+            std::thread::sleep(every);
+            let Some(view) = view.upgrade() else { return };
+            view.close_idle(o.image_idle);
+            if o.watch {
+                if let Err(e) = view.refresh() {
+                    eprintln!("hoard: warning: {e}");
+                }
+            }
+        })
+        .map(drop)
+        .unwrap_or_else(|e| eprintln!("hoard: warning: images stay open: {e}"));
 }
 
 /// Keeps freed block and read buffers from lingering in malloc's per-thread
@@ -218,7 +265,9 @@ fn lock_memory(mlock: Mlock) -> Result<(), String> {
 }
 
 struct Driver {
-    fs: Arc<Filesystem>,
+    view: Arc<dyn View>,
+    /// The view's root, FUSE's inode 1.
+    root: u64,
     options: MountOptions,
     pool: rayon::ThreadPool,
     perf: Arc<PerfMon>,
@@ -256,14 +305,6 @@ fn errno(e: &Error) -> Errno {
         Error::WrongType(_) => Errno::EINVAL,
         Error::Io(_) | Error::Corrupt(_) | Error::Unsupported(_) => Errno::EIO,
     }
-}
-
-fn image_ino(ino: INodeNo) -> u32 {
-    ino.0.saturating_sub(1).min(u64::from(u32::MAX)) as u32
-}
-
-fn fuse_ino(ino: u32) -> INodeNo {
-    INodeNo(u64::from(ino) + 1)
 }
 
 fn file_type(kind: FileKind) -> FileType {
@@ -316,9 +357,36 @@ fn kernel_rdev(dev: u64) -> u32 {
 }
 
 impl Driver {
-    fn attr(&self, st: &Stat) -> FileAttr {
+    /// The view's inode number of FUSE's `ino`.
+    fn view_ino(&self, ino: INodeNo) -> u64 {
+        match ino.0.saturating_sub(1) {
+            0 => self.root,
+            v if v == self.root => 0,
+            v => v,
+        }
+    }
+
+    /// FUSE's inode number of the view's `ino`.
+    fn fuse_ino(&self, ino: u64) -> INodeNo {
+        match ino {
+            v if v == self.root => INodeNo(1),
+            0 => INodeNo(self.root + 1),
+            v => INodeNo(v + 1),
+        }
+    }
+
+    /// How long the kernel may keep what it learns of `dir`'s entries.
+    fn ttl(&self, dir: u64) -> Duration {
+        if self.view.is_volatile(dir) {
+            Duration::ZERO
+        } else {
+            TTL
+        }
+    }
+
+    fn attr(&self, ino: u64, st: &Stat) -> FileAttr {
         FileAttr {
-            ino: fuse_ino(st.ino),
+            ino: self.fuse_ino(ino),
             size: st.size,
             blocks: st.allocated_size.div_ceil(512),
             atime: system_time(st.atime),
@@ -336,19 +404,21 @@ impl Driver {
         }
     }
 
-    fn lookup_name(&self, dir: u32, name: &[u8]) -> hoard_reader::Result<Option<u32>> {
-        if let Some(ino) = self.fs.lookup(dir, name)? {
+    fn lookup_name(&self, dir: u64, name: &[u8]) -> hoard_reader::Result<Option<u64>> {
+        if let Some(ino) = self.view.lookup(dir, name)? {
             return Ok(Some(ino));
         }
         if !self.options.case_insensitive {
             return Ok(None);
         }
-        Ok(self
-            .fs
-            .readdir(dir)?
-            .into_iter()
-            .find(|e| e.name.eq_ignore_ascii_case(name))
-            .map(|e| e.ino))
+        let mut found = None;
+        self.view.list(dir, 0, &mut |n, ino, _| {
+            if n.eq_ignore_ascii_case(name) {
+                found = Some(ino);
+            }
+            Ok(found.is_some())
+        })?;
+        Ok(found)
     }
 
     /// Calls `add` with each entry of a directory listing from `offset`
@@ -356,28 +426,27 @@ impl Driver {
     /// one, until `add` says the reply is full (returns true).
     fn list(
         &self,
-        dir: u32,
+        dir: u64,
         offset: u64,
-        mut add: impl FnMut(u64, u32, &[u8]) -> hoard_reader::Result<bool>,
+        mut add: impl FnMut(u64, u64, &[u8], Option<FileKind>) -> hoard_reader::Result<bool>,
     ) -> hoard_reader::Result<()> {
-        if offset == 0 && add(1, dir, b".")? {
+        if offset == 0 && add(1, dir, b".", Some(FileKind::Directory))? {
             return Ok(());
         }
-        if offset <= 1 && add(2, self.fs.parent(dir)?, b"..")? {
+        if offset <= 1 && add(2, self.view.parent(dir)?, b"..", Some(FileKind::Directory))? {
             return Ok(());
         }
         let skip = offset.saturating_sub(2) as usize;
-        for (i, e) in self.fs.readdir_from(dir, skip)?.enumerate() {
-            let e = e?;
-            if add((skip + i) as u64 + 3, e.ino, &e.name)? {
-                break;
-            }
-        }
-        Ok(())
+        let mut next = skip as u64 + 3;
+        self.view.list(dir, skip, &mut |name, ino, kind| {
+            next += 1;
+            add(next - 1, ino, name, Some(kind))
+        })
     }
 
-    fn inode_info(&self, ino: u32) -> hoard_reader::Result<String> {
-        let st = self.fs.stat(ino)?;
+    fn inode_info(&self, ino: u64) -> hoard_reader::Result<String> {
+        let at = self.view.locate(ino)?;
+        let st = at.fs.stat(at.ino)?;
         let mut info = serde_json::json!({
             "mode": st.mode,
             "modestring": format!("{:o}", st.mode),
@@ -385,13 +454,13 @@ impl Driver {
             "gid": st.gid,
         });
         if st.kind == FileKind::Regular {
-            let chunks: Vec<serde_json::Value> = self
+            let chunks: Vec<serde_json::Value> = at
                 .fs
-                .extents(ino)?
+                .extents(at.ino)?
                 .into_iter()
                 .map(|e| match e {
                     hoard_reader::Extent::Data { block, offset, size } => {
-                        let category = self.fs.block_category(block);
+                        let category = at.fs.block_category(block);
                         serde_json::json!({"block": block, "offset": offset, "size": size, "category": category})
                     }
                     hoard_reader::Extent::Hole { size } => serde_json::json!({"hole": size}),
@@ -402,15 +471,19 @@ impl Driver {
         Ok(info.to_string())
     }
 
-    fn xattr_names(&self, ino: u32) -> Vec<&'static str> {
+    fn xattr_names(&self, ino: u64) -> Vec<&'static str> {
         let mut names = Vec::new();
-        if ino == self.fs.root() {
+        if ino == self.root {
             names.push(XATTR_PID);
             if !self.options.perfmon.is_empty() {
                 names.push(XATTR_PERFMON);
             }
         }
-        if self.fs.stat(ino).is_ok_and(|s| s.kind == FileKind::Regular) {
+        if self
+            .view
+            .stat(ino)
+            .is_ok_and(|s| s.kind == FileKind::Regular)
+        {
             names.push(XATTR_INODEINFO);
         }
         names
@@ -446,35 +519,39 @@ impl fuser::Filesystem for Driver {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _t = Timer::new(&self.perf, Op::Lookup);
+        let dir = self.view_ino(parent);
+        let ttl = self.ttl(dir);
         let result = self
-            .lookup_name(image_ino(parent), name.as_bytes())
-            .and_then(|found| found.map(|ino| self.fs.stat(ino)).transpose());
+            .lookup_name(dir, name.as_bytes())
+            .and_then(|found| found.map(|ino| Ok((ino, self.view.stat(ino)?))).transpose());
         match result {
-            Ok(Some(st)) => {
+            Ok(Some((ino, st))) => {
                 if st.kind != FileKind::Directory {
                     self.file_lookups.fetch_add(1, Ordering::Relaxed);
                 }
-                reply.entry(&TTL, &self.attr(&st), Generation(0))
+                reply.entry(&ttl, &self.attr(ino, &st), Generation(0))
             }
             // Inode 0 is "no such entry", which the kernel then remembers
             // (programs probe many missing paths: search paths, imports).
-            Ok(None) => reply.entry(&TTL, &missing_entry(), Generation(0)),
+            Ok(None) if !ttl.is_zero() => reply.entry(&TTL, &missing_entry(), Generation(0)),
+            Ok(None) => reply.error(Errno::ENOENT),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let _t = Timer::new(&self.perf, Op::Getattr);
-        match self.fs.stat(image_ino(ino)) {
-            Ok(st) => reply.attr(&TTL, &self.attr(&st)),
+        let ino = self.view_ino(ino);
+        match self.view.stat(ino) {
+            Ok(st) => reply.attr(&self.ttl(ino), &self.attr(ino, &st)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let _t = Timer::new(&self.perf, Op::Readlink);
-        match self.fs.readlink(image_ino(ino)) {
-            Ok(target) => reply.data(target),
+        match self.view.readlink(self.view_ino(ino)) {
+            Ok(target) => reply.data(&target),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -487,7 +564,7 @@ impl fuser::Filesystem for Driver {
         if self.no_open {
             return reply.error(Errno::ENOSYS);
         }
-        match self.fs.stat(image_ino(ino)) {
+        match self.view.stat(self.view_ino(ino)) {
             Ok(st) if st.kind == FileKind::Directory => reply.error(Errno::EISDIR),
             Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(errno(&e)),
@@ -505,8 +582,11 @@ impl fuser::Filesystem for Driver {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
-        let fs = self.fs.clone();
-        let ino = image_ino(ino);
+        let at = match self.view.locate(self.view_ino(ino)) {
+            Ok(at) => at,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let (fs, ino) = (at.fs, at.ino);
         let readahead = self.options.readahead;
         let perf = self.perf.clone();
         let started = Instant::now();
@@ -533,7 +613,10 @@ impl fuser::Filesystem for Driver {
         if self.no_open {
             return reply.error(Errno::ENOSYS);
         }
-        match self.fs.entry_count(image_ino(ino)) {
+        let ino = self.view_ino(ino);
+        match self.view.stat(ino) {
+            Ok(st) if st.kind != FileKind::Directory => reply.error(Errno::ENOTDIR),
+            Ok(_) if self.view.is_volatile(ino) => reply.opened(FileHandle(0), FopenFlags::empty()),
             Ok(_) => reply.opened(
                 FileHandle(0),
                 FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
@@ -551,9 +634,13 @@ impl fuser::Filesystem for Driver {
         mut reply: ReplyDirectory,
     ) {
         let _t = Timer::new(&self.perf, Op::Readdir);
-        let listed = self.list(image_ino(ino), offset, |next, child, name| {
-            let kind = file_type(self.fs.kind(child)?);
-            Ok(reply.add(fuse_ino(child), next, kind, OsStr::from_bytes(name)))
+        let listed = self.list(self.view_ino(ino), offset, |next, child, name, kind| {
+            let kind = match kind {
+                Some(k) => k,
+                None => self.view.stat(child)?.kind,
+            };
+            let ino = self.fuse_ino(child);
+            Ok(reply.add(ino, next, file_type(kind), OsStr::from_bytes(name)))
         });
         match listed {
             Ok(()) => reply.ok(),
@@ -574,16 +661,18 @@ impl fuser::Filesystem for Driver {
         // are seen looking files up: the kernel then asks for the rest with
         // plain readdir, and makes no inode for entries nobody looks at.
         let lean = offset == 0 && self.file_lookups.load(Ordering::Relaxed) < FULL_LISTINGS_AFTER;
-        let listed = self.list(image_ino(ino), offset, |next, child, name| {
+        let dir = self.view_ino(ino);
+        let ttl = self.ttl(dir);
+        let listed = self.list(dir, offset, |next, child, name, _| {
             if lean && next > 2 {
                 return Ok(true);
             }
-            let attr = self.attr(&self.fs.stat(child)?);
+            let attr = self.attr(child, &self.view.stat(child)?);
             Ok(reply.add(
-                fuse_ino(child),
+                self.fuse_ino(child),
                 next,
                 OsStr::from_bytes(name),
-                &TTL,
+                &ttl,
                 &attr,
                 Generation(0),
             ))
@@ -597,18 +686,18 @@ impl fuser::Filesystem for Driver {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let _t = Timer::new(&self.perf, Op::Statfs);
         let bsize = self.options.block_size;
-        let blocks = self.fs.total_fs_size().div_ceil(u64::from(bsize));
-        let inodes = u64::from(self.fs.layout().count);
+        let (size, inodes) = self.view.totals();
+        let blocks = size.div_ceil(u64::from(bsize));
         reply.statfs(blocks, 0, 0, inodes, 0, bsize, 255, bsize);
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let _t = Timer::new(&self.perf, Op::Xattr);
-        let ino = image_ino(ino);
+        let ino = self.view_ino(ino);
         if !self.xattr_names(ino).iter().any(|n| OsStr::new(n) == name) {
             // Not one of hoard's own: a stored attribute, if any.
-            return match self.fs.xattrs(ino) {
-                Ok(stored) => match stored.iter().find(|(n, _)| *n == name.as_bytes()) {
+            return match self.view.xattrs(ino) {
+                Ok(stored) => match stored.iter().find(|(n, _)| n == name.as_bytes()) {
                     Some((_, value)) => reply_xattr(reply, size, value),
                     None => reply.error(Errno::ENODATA),
                 },
@@ -618,7 +707,7 @@ impl fuser::Filesystem for Driver {
         let value = if name == XATTR_PID {
             Ok(std::process::id().to_string())
         } else if name == XATTR_PERFMON {
-            Ok(self.perf.report_with(self.fs.image().fetch_stats()))
+            Ok(self.perf.report_with(remote_stats(self.view.as_ref())))
         } else {
             self.inode_info(ino)
         };
@@ -644,7 +733,11 @@ impl fuser::Filesystem for Driver {
         let Ok(offset) = u64::try_from(offset) else {
             return reply.error(Errno::ENXIO);
         };
-        match self.fs.extents(image_ino(ino)) {
+        let extents = self
+            .view
+            .locate(self.view_ino(ino))
+            .and_then(|at| at.fs.extents(at.ino));
+        match extents {
             Ok(extents) => match seek(&extents, offset, whence == SEEK_DATA) {
                 Some(pos) => reply.offset(pos as i64),
                 None => reply.error(Errno::ENXIO),
@@ -655,9 +748,9 @@ impl fuser::Filesystem for Driver {
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let _t = Timer::new(&self.perf, Op::Xattr);
-        let ino = image_ino(ino);
+        let ino = self.view_ino(ino);
         let own = self.xattr_names(ino);
-        let stored = match self.fs.xattrs(ino) {
+        let stored = match self.view.xattrs(ino) {
             Ok(s) => s,
             Err(e) => return reply.error(errno(&e)),
         };
@@ -665,7 +758,7 @@ impl fuser::Filesystem for Driver {
         // Stored attributes first; hoard's own win over a stored namesake.
         let stored_names = stored
             .iter()
-            .map(|(n, _)| *n)
+            .map(|(n, _)| n.as_slice())
             .filter(|n| !own.iter().any(|o| o.as_bytes() == *n));
         for n in stored_names.chain(own.iter().map(|o| o.as_bytes())) {
             list.extend_from_slice(n);

@@ -99,6 +99,12 @@ pub struct MountOptions {
     pub perfmon: String,
     /// Generic options passed on to the kernel (`dev`, `nosuid`, …).
     pub kernel: Vec<String>,
+    /// With a set of images (`--each`): how long an image stays open
+    /// unused (`idle`).
+    pub image_idle: std::time::Duration,
+    /// With `--each DIR`: follow the images added to and removed from it
+    /// (`watch`).
+    pub watch: bool,
 }
 
 impl Default for MountOptions {
@@ -125,6 +131,8 @@ impl Default for MountOptions {
             debug_level: 1,
             perfmon: String::new(),
             kernel: Vec::new(),
+            image_idle: std::time::Duration::from_secs(60),
+            watch: false,
         }
     }
 }
@@ -167,6 +175,19 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 impl MountOptions {
+    /// The reader's options these give.
+    pub fn fs_options(&self) -> hoard_reader::FsOptions {
+        hoard_reader::FsOptions {
+            open: hoard_reader::OpenOptions {
+                offset: self.offset,
+                no_mmap: false,
+                image_size: self.image_size,
+            },
+            cache_size: self.cache_size,
+            decratio: self.decratio,
+        }
+    }
+
     /// Parses a comma-separated option list (several `-o` lists may be
     /// joined with commas).
     pub fn parse(list: &str) -> Result<Self, String> {
@@ -289,6 +310,10 @@ impl MountOptions {
                 crate::perfmon::PerfMon::parse(v)?;
                 self.perfmon = v.to_string();
             }
+            "idle" => {
+                self.image_idle = parse_duration(key, need()?)?;
+            }
+            "watch" => self.watch = flag(value)?,
             "rw" => return Err("the file system is read-only: option 'rw' is not possible".into()),
             k if KERNEL_OPTIONS.contains(&k) && value.is_none() => self.kernel.push(k.to_string()),
             k if IGNORED_OPTIONS.contains(&k) && value.is_none() => {}
@@ -343,6 +368,10 @@ mod tests {
         assert!(MountOptions::parse("tidy_interval=0").is_err());
         assert!(MountOptions::parse("mlock=maybe").is_err());
         assert!(MountOptions::parse("blocksize=1000").is_err());
+        let each = MountOptions::parse("idle=2s,watch").unwrap();
+        assert_eq!(each.image_idle, std::time::Duration::from_secs(2));
+        assert!(each.watch);
+        assert!(MountOptions::parse("watch=1").is_err());
     }
 
     #[test]

@@ -20,6 +20,11 @@
 //! Besides eviction when full, the cache can be tidied: blocks unused for
 //! some time, or partly swapped out by the kernel, are dropped (the FUSE
 //! driver's `tidy_strategy`).
+//!
+//! One store can serve many images (the layers of a stack, the images of
+//! a set): [`BlockCache::for_another_image`] gives each its own handle,
+//! its blocks keyed apart, all within the one byte bound; dropping a
+//! handle drops its image's blocks.
 
 mod partial;
 
@@ -27,6 +32,7 @@ use crate::error::{Error, Result};
 use hoard_codec::{CodecError, PartialDecoder};
 use partial::PartialBlock;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -62,25 +68,40 @@ struct Entry {
     charged: usize,
 }
 
-/// A byte-bounded LRU cache of (partially) decompressed blocks.
+/// A byte-bounded LRU cache of (partially) decompressed blocks: one
+/// image's handle onto a store that other images may share.
 #[derive(Debug)]
 pub struct BlockCache {
+    store: Arc<Store>,
+    /// This image's key prefix in the store.
+    image: u64,
+}
+
+/// The blocks of every image sharing one bound.
+#[derive(Debug)]
+struct Store {
     capacity: usize,
     decratio: f64,
     inner: Mutex<Inner>,
+    /// The number the next handle's image gets.
+    next_image: AtomicU64,
 }
+
+/// A block's key in the store: its image in the high half, its number in
+/// the low one.
+type Key = u64;
 
 #[derive(Debug)]
 struct Inner {
-    slots: lru::LruCache<u32, Entry>,
+    slots: lru::LruCache<Key, Entry>,
     /// When each cached block was last asked for.
-    used: HashMap<u32, Instant>,
+    used: HashMap<Key, Instant>,
     bytes: usize,
 }
 
 impl Inner {
     /// Drops block `number`, keeping the byte count right.
-    fn remove(&mut self, number: u32) {
+    fn remove(&mut self, number: Key) {
         if let Some(entry) = self.slots.pop(&number) {
             self.bytes -= entry.charged;
         }
@@ -88,7 +109,7 @@ impl Inner {
     }
 
     /// The entry of `number`, if it still holds `slot`.
-    fn entry_of(&mut self, number: u32, slot: &Slot) -> Option<&mut Entry> {
+    fn entry_of(&mut self, number: Key, slot: &Slot) -> Option<&mut Entry> {
         self.slots
             .peek_mut(&number)
             .filter(|e| Arc::ptr_eq(&e.slot, slot))
@@ -112,7 +133,7 @@ impl BlockCache {
     /// of them (clamped to `0.0..=1.0`: 0 decodes every block whole at its
     /// first read, 1 only as far as reads go).
     pub fn new(capacity: usize, decratio: f64) -> Self {
-        BlockCache {
+        let store = Store {
             capacity,
             decratio: if decratio.is_nan() {
                 DEFAULT_DECRATIO
@@ -124,10 +145,29 @@ impl BlockCache {
                 used: HashMap::new(),
                 bytes: 0,
             }),
+            next_image: AtomicU64::new(1),
+        };
+        BlockCache {
+            store: Arc::new(store),
+            image: 0,
         }
     }
 
-    /// Bytes currently counted: decoded data plus decoder estimates.
+    /// A handle for another image onto the same store: its blocks count
+    /// against the same bound and are evicted with the others.
+    pub fn for_another_image(&self) -> BlockCache {
+        BlockCache {
+            store: self.store.clone(),
+            image: self.store.next_image.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    fn key(&self, number: u32) -> Key {
+        self.image << 32 | u64::from(number)
+    }
+
+    /// Bytes currently counted, for every image of the store: decoded
+    /// data plus decoder estimates.
     pub fn bytes(&self) -> usize {
         self.lock().bytes
     }
@@ -135,7 +175,13 @@ impl BlockCache {
     /// How far block `number` is decoded, if it is cached.
     pub fn progress(&self, number: u32) -> Option<Progress> {
         let inner = self.lock();
-        let block = inner.slots.peek(&number)?.slot.get()?.as_ref().ok()?;
+        let block = inner
+            .slots
+            .peek(&self.key(number))?
+            .slot
+            .get()?
+            .as_ref()
+            .ok()?;
         Some(Progress {
             decoded: block.filled(),
             size: block.size(),
@@ -144,7 +190,7 @@ impl BlockCache {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.store.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Returns block `number` decoded at least up to byte `end` (all of it
@@ -159,6 +205,7 @@ impl BlockCache {
         open: impl FnOnce() -> Result<Box<dyn PartialDecoder>>,
         describe: impl Fn(CodecError) -> Error,
     ) -> Result<Block> {
+        let number = self.key(number);
         let slot = {
             let mut inner = self.lock();
             inner.used.insert(number, Instant::now());
@@ -188,7 +235,7 @@ impl BlockCache {
         let end = end.min(block.size());
         let mut changed = opened_here;
         if !block.covers(end) {
-            match block.extend(end, self.decratio, STEP, describe) {
+            match block.extend(end, self.store.decratio, STEP, describe) {
                 Ok(c) => changed |= c,
                 Err(e) => {
                     // Errors are not kept: a later read may retry.
@@ -207,7 +254,7 @@ impl BlockCache {
     }
 
     /// Drops `slot` of block `number` if it is still cached.
-    fn forget(&self, number: u32, slot: &Slot) {
+    fn forget(&self, number: Key, slot: &Slot) {
         let mut inner = self.lock();
         if inner.entry_of(number, slot).is_some() {
             inner.remove(number);
@@ -216,7 +263,7 @@ impl BlockCache {
 
     /// Brings the bytes counted for `block` up to date and evicts old
     /// blocks beyond the capacity (never `number` itself).
-    fn account(&self, number: u32, slot: &Slot, block: &PartialBlock) {
+    fn account(&self, number: Key, slot: &Slot, block: &PartialBlock) {
         let mut inner = self.lock();
         let Some(entry) = inner.entry_of(number, slot) else {
             return;
@@ -224,7 +271,7 @@ impl BlockCache {
         let (old, new) = (entry.charged, block.charge());
         entry.charged = new;
         inner.bytes = inner.bytes - old + new;
-        while inner.bytes > self.capacity && inner.slots.len() > 1 {
+        while inner.bytes > self.store.capacity && inner.slots.len() > 1 {
             let Some((n, entry)) = inner.slots.pop_lru() else {
                 break;
             };
@@ -241,7 +288,7 @@ impl BlockCache {
     /// says so; returns how many were dropped. Blocks being opened stay.
     fn tidy(&self, drop_it: impl Fn(&[u8], Instant) -> bool) -> usize {
         let mut inner = self.lock();
-        let doomed: Vec<u32> = inner
+        let doomed: Vec<Key> = inner
             .slots
             .iter()
             .filter_map(|(&n, entry)| {
@@ -256,15 +303,36 @@ impl BlockCache {
         doomed.len()
     }
 
-    /// Drops blocks not asked for during the last `max_age`.
+    /// Drops blocks not asked for during the last `max_age` (of every
+    /// image of the store).
     pub fn evict_unused(&self, max_age: Duration) -> usize {
         let now = Instant::now();
         self.tidy(|_, used| now.duration_since(used) > max_age)
     }
 
-    /// Drops blocks of which the kernel has swapped out any page.
+    /// Drops blocks of which the kernel has swapped out any page (of
+    /// every image of the store).
     pub fn evict_swapped(&self) -> usize {
         self.tidy(|block, _| partly_swapped(block))
+    }
+}
+
+impl Drop for BlockCache {
+    /// Drops this image's blocks from a store other images still use.
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.store) == 1 {
+            return;
+        }
+        let mut inner = self.lock();
+        let mine: Vec<Key> = inner
+            .slots
+            .iter()
+            .map(|(&k, _)| k)
+            .filter(|k| k >> 32 == self.image)
+            .collect();
+        for k in mine {
+            inner.remove(k);
+        }
     }
 }
 

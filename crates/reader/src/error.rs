@@ -21,6 +21,19 @@ pub enum Error {
     WrongType(String),
 }
 
+impl Error {
+    /// The same error, its message prefixed with `what` (an image's name).
+    pub fn context(self, what: &str) -> Error {
+        match self {
+            Error::Io(m) => Error::Io(format!("{what}: {m}")),
+            Error::Corrupt(m) => Error::Corrupt(format!("{what}: {m}")),
+            Error::Unsupported(m) => Error::Unsupported(format!("{what}: {m}")),
+            Error::NotFound(m) => Error::NotFound(format!("{what}: {m}")),
+            Error::WrongType(m) => Error::WrongType(format!("{what}: {m}")),
+        }
+    }
+}
+
 /// Result with the reader's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 

@@ -119,14 +119,28 @@ impl Filesystem {
     /// Opens the image at `path`. Errors do not name `path`: the caller
     /// does.
     pub fn open(path: &Path, options: &FsOptions) -> Result<Self> {
+        let cache = Self::check_options(options)?;
+        let image = Image::open(path, &options.open)?;
+        Self::with_cache(image, cache)
+    }
+
+    /// Checks `options` and makes the block cache they ask for.
+    pub fn check_options(options: &FsOptions) -> Result<BlockCache> {
         if !(0.0..=1.0).contains(&options.decratio) {
             return Err(Error::Unsupported(format!(
                 "decratio must be between 0.0 and 1.0, not {}",
                 options.decratio
             )));
         }
-        let image = Image::open(path, &options.open)?;
-        Self::with_cache(image, BlockCache::new(options.cache_size, options.decratio))
+        Ok(BlockCache::new(options.cache_size, options.decratio))
+    }
+
+    /// Opens the image at `path` with its blocks kept in the store of
+    /// `cache`, beside those of other images (see
+    /// [`BlockCache::for_another_image`]).
+    pub fn open_sharing(path: &Path, open: &OpenOptions, cache: &BlockCache) -> Result<Self> {
+        let image = Image::open(path, open)?;
+        Self::with_cache(image, cache.for_another_image())
     }
 
     /// Loads the metadata of an opened image, with a block cache of
@@ -254,6 +268,17 @@ impl Filesystem {
     /// The section layer below this file system.
     pub fn image(&self) -> &Image {
         &self.image
+    }
+
+    /// What identifies the image's tree: the SHA-256 of its metadata
+    /// (schema and tables, decompressed), the same however its blocks are
+    /// compressed.
+    pub fn identity(&self) -> [u8; 32] {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update(&self.schema);
+        h.update(&self.tables.data[..]);
+        h.finalize().into()
     }
 
     /// The whole metadata, decoded (at the first call) and normalized.

@@ -19,6 +19,10 @@
 //! * [`cache`] — the block cache shared by all readers.
 //! * [`inode`] — inode numbering and attributes.
 //! * [`walk`] — a safe walk of the whole tree.
+//! * [`view`] — one tree read from any number of images, the type the
+//!   driver and the tools read through: a [`Stack`] of layers merged with
+//!   overlayfs rules (one image is a stack of one), or a [`Set`] of
+//!   images side by side, opened on demand.
 //! * [`check`] — verification of a whole image.
 //! * [`damage`] — damage to an image with recovery data (see the
 //!   hoard-recovery crate): which bytes and files, and whether it can be
@@ -37,11 +41,17 @@ pub mod fs;
 pub mod fuzzing;
 pub mod image;
 pub mod inode;
+pub mod set;
 pub mod source;
+pub mod stack;
 mod tables;
+pub mod view;
 pub mod walk;
 
 pub use error::{Error, Result};
 pub use fs::{ContentPiece, DirEntry, Extent, Filesystem, FsOptions};
 pub use image::{Image, ImageOffset, OpenOptions, Section};
 pub use inode::{FileKind, Stat, Time};
+pub use set::Set;
+pub use stack::Stack;
+pub use view::{Located, View, ViewEntry, ViewExt, ViewNode};

@@ -6,7 +6,9 @@
 //! 1. `scan_input` — [`scan`] walks the input (in parallel), reads each
 //!    entry's extended attributes and applies the [`filter`] rules; for a
 //!    tar or cpio input, [`archive`] reads the stream instead, spooling
-//!    file contents;
+//!    file contents, and for a stack of images [`flatten`] reads their
+//!    merged tree; with base images (`--base`), [`delta`] cuts the tree
+//!    down to what differs from them (a layer);
 //! 2. `hash_contents` — [`dedupe`] reads every file once and groups equal
 //!    contents;
 //! 3. `categorize_contents` — with `--categorize`, [`categorize`] splits
@@ -27,8 +29,10 @@ pub mod blocks;
 pub mod categorize;
 pub mod chmod;
 pub mod dedupe;
+pub mod delta;
 mod feed;
 pub mod filter;
+pub mod flatten;
 pub mod level;
 pub mod metadata;
 pub mod order;

@@ -4,6 +4,7 @@
 use crate::blocks::{compress_blocks, BlockProgress, StreamCodec};
 use crate::categorize::{categorize, CategorizeOptions, Category, Fragment, DEFAULT_CATEGORY};
 use crate::dedupe::{dedupe, Content, DedupeOptions, DedupeProgress, Deduped};
+use crate::delta::{DeltaCounts, DeltaOptions};
 use crate::filter::Filter;
 use crate::level::Level;
 use crate::metadata::{build, AttrOptions, Inputs};
@@ -80,6 +81,11 @@ pub struct CreateOptions {
     /// Store category metadata (the sample layouts FLAC and RICEPP need
     /// to recompress blocks).
     pub category_metadata: bool,
+    /// Write a layer: only what differs from these base images.
+    pub delta: Option<DeltaOptions>,
+    /// Read the merged tree of these images (a stack, bottom first)
+    /// instead of `input`.
+    pub flatten: Vec<PathBuf>,
 }
 
 /// Settings that one category overrides; None keeps the general setting.
@@ -127,6 +133,8 @@ impl CreateOptions {
             per_category: BTreeMap::new(),
             category_names: true,
             category_metadata: true,
+            delta: None,
+            flatten: Vec::new(),
         }
     }
 }
@@ -160,6 +168,8 @@ pub enum Phase {
     Metadata = 4,
     /// Finished.
     Done = 5,
+    /// Comparing the input with base images (`--base`).
+    Comparing = 6,
 }
 
 /// Live counters of a build, for progress display.
@@ -168,6 +178,8 @@ pub struct Progress {
     phase: AtomicU8,
     /// Scan counters.
     pub scan: ScanProgress,
+    /// Bytes compared with base images so far (`--base`).
+    pub compared: AtomicU64,
     /// Hashing counters.
     pub dedupe: DedupeProgress,
     /// Bytes of distinct contents categorized so far.
@@ -189,6 +201,7 @@ impl Progress {
             2 => Phase::Categorizing,
             3 => Phase::Writing,
             4 => Phase::Metadata,
+            6 => Phase::Comparing,
             _ => Phase::Done,
         }
     }
@@ -221,6 +234,8 @@ pub struct Summary {
     pub image_bytes: u64,
     /// Problems that left entries out (unreadable files, ...).
     pub warnings: Vec<String>,
+    /// For a layer (`--base`): how the tree was cut.
+    pub delta: Option<DeltaCounts>,
 }
 
 /// Fails with [`Error::Interrupted`] once `cancel` is set.
@@ -269,12 +284,14 @@ pub fn create(
     progress.set(Phase::Scanning);
     let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;
-    let tree = scanned.tree;
     // Spooled archive contents stay until the image is written.
     let _spool = scanned.spool;
+    let (tree, delta, _holes) = subtract_base(options, scanned.tree, progress)?;
+    check(&cancel)?;
     let mut summary = Summary {
         counts: tree.counts(),
         warnings: scanned.warnings,
+        delta,
         ..Summary::default()
     };
     progress.set(Phase::Hashing);
@@ -360,6 +377,14 @@ fn scan_input(
         use std::os::unix::fs::MetadataExt;
         scan_options.exclude.push((m.dev(), m.ino()));
     }
+    if !options.flatten.is_empty() {
+        return crate::flatten::scan_stack(
+            &options.flatten,
+            &scan_options,
+            options.filter.as_ref(),
+            progress,
+        );
+    }
     if crate::archive::is_archive(&options.input) {
         return crate::archive::scan_archive(
             &options.input,
@@ -374,6 +399,36 @@ fn scan_input(
         options.filter.as_ref(),
         progress,
     )
+}
+
+/// With base images, the tree cut down to what differs from them (and
+/// the directory of metacopy files' stand-in contents, to keep while
+/// building).
+#[inline(never)]
+fn subtract_base(
+    options: &CreateOptions,
+    tree: Tree,
+    progress: &Progress,
+) -> Result<(Tree, Option<DeltaCounts>, Option<tempfile::TempDir>)> {
+    let Some(delta) = &options.delta else {
+        return Ok((tree, None, None));
+    };
+    progress.set(Phase::Comparing);
+    let paths: Vec<&Path> = delta.bases.iter().map(PathBuf::as_path).collect();
+    let reading = hoard_reader::FsOptions {
+        cache_size: 64 << 20,
+        ..hoard_reader::FsOptions::default()
+    };
+    let base = hoard_reader::Stack::open(&paths, &reading)
+        .map_err(|e| Error::Input(format!("cannot open base image {e}")))?;
+    if let (Err((i, why)), false) = (base.check_bases(), delta.force_stack) {
+        return Err(Error::Input(format!(
+            "base image '{}' {why} (--force-stack uses it anyway)",
+            paths[i].display()
+        )));
+    }
+    let layer = crate::delta::subtract(tree, &base, delta, &options.attrs, &progress.compared)?;
+    Ok((layer.tree, Some(layer.counts), layer.holes))
 }
 
 /// Groups equal contents, reading the files that may have a duplicate
@@ -477,7 +532,7 @@ fn blocks_in_flight(options: &CreateOptions, plans: &[StreamPlan]) -> usize {
 /// it and writes its schema and data sections. Returns the size of the
 /// data section.
 #[inline(never)]
-fn write_metadata(
+pub(crate) fn write_metadata(
     image: &mut ImageFile,
     options: &CreateOptions,
     inputs: &Inputs<'_>,
@@ -496,7 +551,7 @@ fn write_metadata(
 }
 
 /// Writes the history section, if there is an entry to record.
-fn write_history(image: &mut ImageFile, options: &CreateOptions) -> Result<()> {
+pub(crate) fn write_history(image: &mut ImageFile, options: &CreateOptions) -> Result<()> {
     if let Some(entry) = &options.history {
         let history = hoard_format::write::encode_history(std::slice::from_ref(entry));
         let (algo, payload) = pack_section(&options.schema_compression, &history)?;

@@ -11,8 +11,7 @@ mod tar;
 mod zip;
 
 use anyhow::Result;
-use hoard_reader::walk::Node;
-use hoard_reader::{Extent, FileKind, Filesystem, Stat};
+use hoard_reader::{Extent, FileKind, Located, Stat, View, ViewNode as Node};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 
@@ -41,7 +40,8 @@ pub struct Entry<'a> {
     /// Path inside the archive, `/`-separated, without a leading `/`;
     /// empty for the root.
     pub path: &'a [u8],
-    /// Type, mode, owners, size, times, device.
+    /// Type, mode, owners, size, times, device; `ino` numbers the file
+    /// in the archive (hard links share it).
     pub stat: Stat,
     /// Target of a symlink.
     pub target: Option<&'a [u8]>,
@@ -53,8 +53,9 @@ pub struct Entry<'a> {
     /// Whether this is the last of those links.
     pub last_link: bool,
     /// Extended attributes (name, value).
-    pub xattrs: Vec<(&'a [u8], &'a [u8])>,
-    fs: &'a Filesystem,
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Where a regular file's contents are.
+    contents: Option<Located>,
 }
 
 impl Entry<'_> {
@@ -66,8 +67,7 @@ impl Entry<'_> {
     /// Bytes `start..end` of the file's contents.
     pub fn range(&self, start: u64, end: u64) -> Contents<'_> {
         Contents {
-            fs: self.fs,
-            ino: self.stat.ino,
+            at: self.contents.as_ref(),
             offset: start,
             size: end,
         }
@@ -76,7 +76,10 @@ impl Entry<'_> {
     /// The ranges of a regular file that hold data, as (offset, length),
     /// when the file has holes; `None` when it has none.
     pub fn data_ranges(&self) -> Result<Option<Vec<(u64, u64)>>> {
-        let extents = self.fs.extents(self.stat.ino)?;
+        let Some(at) = &self.contents else {
+            return Ok(None);
+        };
+        let extents = at.fs.extents(at.ino)?;
         if !extents.iter().any(|e| matches!(e, Extent::Hole { .. })) {
             return Ok(None);
         }
@@ -97,8 +100,7 @@ impl Entry<'_> {
 
 /// A range of a regular file's contents as a reader.
 pub struct Contents<'a> {
-    fs: &'a Filesystem,
-    ino: u32,
+    at: Option<&'a Located>,
     offset: u64,
     /// Where the range ends.
     size: u64,
@@ -111,14 +113,17 @@ impl Read for Contents<'_> {
         if want == 0 {
             return Ok(0);
         }
-        let n = self
+        let Some(at) = self.at else {
+            return Err(std::io::Error::other("not a regular file"));
+        };
+        let n = at
             .fs
-            .read(self.ino, self.offset, &mut buf[..want])
+            .read(at.ino, self.offset, &mut buf[..want])
             .map_err(std::io::Error::other)?;
         if n == 0 {
             return Err(std::io::Error::other(format!(
                 "inode {}: contents end at {} of {} bytes",
-                self.ino, self.offset, self.size
+                at.ino, self.offset, self.size
             )));
         }
         self.offset += n as u64;
@@ -137,17 +142,19 @@ trait ArchiveWriter {
 /// Writes `nodes` of `fs` to `out` as a `format` archive; returns the
 /// notes on entries the format cannot hold (left out).
 pub fn write(
-    fs: &Filesystem,
+    fs: &dyn View,
     nodes: &[Node],
     format: Format,
     with_xattrs: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<String>> {
-    let mut links: HashMap<u32, (u32, &[u8])> = HashMap::new();
+    let mut links: HashMap<u64, (u32, &[u8])> = HashMap::new();
     for n in nodes.iter().filter(|n| n.kind == FileKind::Regular) {
         links.entry(n.ino).or_insert((0, &n.path)).0 += 1;
     }
-    let mut seen: HashMap<u32, u32> = HashMap::new();
+    let mut seen: HashMap<u64, u32> = HashMap::new();
+    // Inode numbers in the archive: in order of first appearance.
+    let mut numbers: HashMap<u64, u32> = HashMap::new();
     let mut writer: Box<dyn ArchiveWriter + '_> = match format {
         Format::Tar => Box::new(tar::TarWriter::new(out, tar::Flavor::Pax)),
         Format::Gnutar => Box::new(tar::TarWriter::new(out, tar::Flavor::Gnu)),
@@ -156,14 +163,20 @@ pub fn write(
     };
     let mut notes = Vec::new();
     for node in nodes {
-        let stat = fs.stat(node.ino)?;
+        let mut stat = fs.stat(node.ino)?;
+        let next = numbers.len() as u32;
+        stat.ino = *numbers.entry(node.ino).or_insert(next);
         let (count, first) = links.get(&node.ino).copied().unwrap_or((1, &[]));
         let index = seen.entry(node.ino).or_insert(0);
         *index += 1;
+        let target = (stat.kind == FileKind::Symlink)
+            .then(|| fs.readlink(node.ino))
+            .transpose()?;
         let entry = Entry {
             path: &node.path,
-            target: (stat.kind == FileKind::Symlink)
-                .then(|| fs.readlink(node.ino))
+            target: target.as_deref(),
+            contents: (stat.kind == FileKind::Regular)
+                .then(|| fs.locate(node.ino))
                 .transpose()?,
             first_link: (stat.kind == FileKind::Regular && *index > 1).then_some(first),
             links: count,
@@ -174,7 +187,6 @@ pub fn write(
                 Vec::new()
             },
             stat,
-            fs,
         };
         if let Some(why) = unsupported(format, &entry) {
             notes.push(format!(

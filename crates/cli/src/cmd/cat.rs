@@ -2,12 +2,13 @@
 
 use crate::args::CatArgs;
 use anyhow::{bail, Result};
-use hoard_reader::{ContentPiece, FileKind};
+use hoard_reader::{ContentPiece, FileKind, View, ViewExt};
 use std::io::Write;
 
-/// Writes each named file's contents to stdout.
+/// Writes each named file's contents (of an image, or of a stack of
+/// layers) to stdout.
 pub fn run(args: &CatArgs) -> Result<u8> {
-    let fs = super::open(&args.image)?;
+    let fs = super::open_view(&args.image, &args.layers)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
     for path in &args.paths {
@@ -16,7 +17,8 @@ pub fn run(args: &CatArgs) -> Result<u8> {
             bail!("{path}: not a regular file");
         }
         let zeros = [0u8; 65536];
-        fs.read_all(ino, |piece| {
+        let at = fs.locate(ino)?;
+        at.fs.read_all(at.ino, |piece| {
             let r = match piece {
                 ContentPiece::Data(d) => out.write_all(d),
                 ContentPiece::Hole(mut n) => {

@@ -192,6 +192,15 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
     o.recovery = args.recovery;
+    if !args.base.is_empty() {
+        o.delta = Some(hoard_writer::delta::DeltaOptions {
+            bases: args.base.clone(),
+            trust_mtime: args.trust_mtime,
+            opaque_dirs: args.opaque_dirs,
+            force_stack: args.force_stack,
+            metacopy: args.metacopy,
+        });
+    }
     if let Some(h) = &args.header {
         o.header = Some(
             std::fs::read(h)
@@ -281,6 +290,12 @@ fn print_summary(s: &Summary, secs: f64) {
         percent(s.block_bytes, s.segments.stored),
         human_bytes(s.metadata_bytes)
     );
+    if let Some(d) = &s.delta {
+        println!(
+            "layer: {} entries kept ({} as attributes only), {} unchanged left out, {} whiteouts, {} opaque directories",
+            d.kept, d.metacopy, d.unchanged, d.whiteouts, d.opaque
+        );
+    }
     println!(
         "image: {} ({:.2}% of the original), built in {secs:.2} s",
         human_bytes(s.image_bytes),
@@ -309,5 +324,12 @@ fn json(s: &Summary, secs: f64) -> serde_json::Value {
         "image_bytes": s.image_bytes,
         "seconds": secs,
         "warnings": s.warnings,
+        "layer": s.delta.map(|d| serde_json::json!({
+            "kept": d.kept,
+            "unchanged": d.unchanged,
+            "whiteouts": d.whiteouts,
+            "opaque": d.opaque,
+            "metacopy": d.metacopy,
+        })),
     })
 }

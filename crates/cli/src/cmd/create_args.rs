@@ -154,6 +154,30 @@ pub struct CreateArgs {
     /// File to put before the image (e.g. a shell script).
     #[arg(long)]
     pub header: Option<PathBuf>,
+    /// Write a layer holding only what differs from this image (repeat
+    /// for a stack, bottom first): new and changed entries, whiteouts
+    /// for deleted ones; mount it on top with `hoard mount BASE LAYER`.
+    #[arg(long = "base", value_name = "IMAGE")]
+    pub base: Vec<PathBuf>,
+    /// With --base: take files of the same size and modification time as
+    /// unchanged without reading them.
+    #[arg(long, requires = "base")]
+    pub trust_mtime: bool,
+    /// With --base: mark a directory whose base entries are all gone
+    /// opaque (trusted.overlay.opaque=y, as OCI layers do) rather than
+    /// whiting out each entry; DwarFS 0.15 does not see the mark.
+    #[arg(long, requires = "base")]
+    pub opaque_dirs: bool,
+    /// With --base: store a file whose contents are unchanged but whose
+    /// owner, mode, time or attributes changed as those alone
+    /// (trusted.overlay.metacopy; overlayfs needs metacopy=on, DwarFS 0.15
+    /// does not see the mark).
+    #[arg(long, requires = "base")]
+    pub metacopy: bool,
+    /// With --base (several): use layers even on other images than they
+    /// were made on.
+    #[arg(long, requires = "base")]
+    pub force_stack: bool,
     /// No live progress display.
     #[arg(long)]
     pub no_progress: bool,
@@ -178,8 +202,14 @@ pub struct CreateArgs {
 /// `hoard rewrite` (also `mkdwarfs --recompress`).
 #[derive(Debug, Clone, Args)]
 pub struct RewriteArgs {
-    /// The image to read.
-    pub input: PathBuf,
+    /// The image to read; several are layers (bottom first) merged into
+    /// one image (flattened).
+    #[arg(required = true, value_name = "IMAGE")]
+    pub inputs: Vec<PathBuf>,
+    /// With several images: stack layers even on other images than they
+    /// were made on.
+    #[arg(long)]
+    pub force_stack: bool,
     /// The image to write.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
@@ -193,7 +223,9 @@ pub struct RewriteArgs {
     #[arg(short = 'l', long = "compress-level", default_value_t = hoard_writer::level::DEFAULT_LEVEL,
           value_parser = clap::value_parser!(u8).range(0..=9))]
     pub level: u8,
-    /// What to recompress: all, block, metadata or none.
+    /// What to recompress: all, block, metadata or none. Flattening
+    /// layers with metadata or none copies their compressed blocks as
+    /// they are.
     #[arg(long, default_value = "all")]
     pub recompress: String,
     /// Block compression; `CATEGORY::SPEC` for the blocks of one category
@@ -255,7 +287,8 @@ impl CreateArgs {
     /// The rewrite that `mkdwarfs --recompress` stands for.
     pub fn as_rewrite(&self, what: &str) -> RewriteArgs {
         RewriteArgs {
-            input: self.input.clone(),
+            inputs: vec![self.input.clone()],
+            force_stack: false,
             output: self.output.clone(),
             force: self.force,
             offset: hoard_reader::ImageOffset::Auto,

@@ -21,8 +21,8 @@ pub fn run(args: &DiffArgs) -> Result<u8> {
         );
     }
     let (a, b) = rayon::join(
-        || manifest::load(&args.first, args.offset),
-        || manifest::load(&args.second, args.offset),
+        || manifest::load(&args.first, &args.layers, args.force_stack, args.offset),
+        || manifest::load(&args.second, &[], false, args.offset),
     );
     let (a, b) = (a?, b?);
     let differences = diff::compare(&a, &b, &ignore);

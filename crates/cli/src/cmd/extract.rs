@@ -18,8 +18,7 @@
 use crate::args::ExtractArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use hoard_reader::walk::{self, Node};
-use hoard_reader::{ContentPiece, FileKind, Filesystem, Stat};
+use hoard_reader::{ContentPiece, FileKind, Stat, View, ViewExt, ViewNode as Node};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
@@ -32,10 +31,10 @@ use std::sync::Mutex;
 
 /// Extracts the image into the output directory.
 pub fn run(args: &ExtractArgs) -> Result<u8> {
-    let fs = super::open(&args.image)?;
+    let fs = super::open_view(&args.image, &args.layers)?;
     let patterns: Vec<&String> = args.patterns.iter().chain(&args.more_patterns).collect();
     let filter = build_filter(&patterns)?;
-    let nodes = select(walk::walk(&fs, fs.root(), b"")?, filter.as_ref());
+    let nodes = select(fs.walk(fs.root(), b"")?, filter.as_ref());
     if let Some(format) = args.format {
         return write_archive(&fs, &nodes, format, args);
     }
@@ -65,7 +64,7 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
 /// Writes `nodes` as one archive to the output file (through a temporary
 /// file renamed into place when complete) or to standard output (`-`).
 fn write_archive(
-    fs: &Filesystem,
+    fs: &dyn View,
     nodes: &[Node],
     format: crate::archive::Format,
     args: &ExtractArgs,
@@ -163,7 +162,7 @@ fn is_root() -> bool {
 }
 
 struct Extractor<'a> {
-    fs: &'a Filesystem,
+    fs: &'a dyn View,
     root: PathBuf,
     restore_owners: bool,
     can_make_devices: bool,
@@ -223,11 +222,12 @@ impl Extractor<'_> {
             self.handle(node, "create directory", self.make_dir(node))?;
         }
         // Regular files: content once per inode, hard links for the rest.
-        let mut by_inode: HashMap<u32, Vec<&Node>> = HashMap::new();
+        let mut by_inode: HashMap<u64, Vec<&Node>> = HashMap::new();
         for n in nodes.iter().filter(|n| n.kind == FileKind::Regular) {
             by_inode.entry(n.ino).or_default().push(n);
         }
-        let order = self.fs.files_in_data_order()?;
+        let files: Vec<u64> = by_inode.keys().copied().collect();
+        let order = self.fs.files_in_data_order(&files)?;
         let firsts: Vec<&Node> = order
             .iter()
             .filter_map(|ino| by_inode.get(ino).map(|v| v[0]))
@@ -290,7 +290,8 @@ impl Extractor<'_> {
             .open(&path)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut file);
         let mut size = 0u64;
-        self.fs.read_all(node.ino, |piece| {
+        let at = self.fs.locate(node.ino)?;
+        at.fs.read_all(at.ino, |piece| {
             let r = match piece {
                 ContentPiece::Data(d) => {
                     size += d.len() as u64;
@@ -321,7 +322,8 @@ impl Extractor<'_> {
     fn symlink(&self, node: &Node) -> Result<()> {
         let path = self.target(node);
         self.clear(&path)?;
-        let target = OsStr::from_bytes(self.fs.readlink(node.ino)?);
+        let target = self.fs.readlink(node.ino)?;
+        let target = OsStr::from_bytes(&target);
         Ok(std::os::unix::fs::symlink(target, &path)?)
     }
 
@@ -378,8 +380,8 @@ impl Extractor<'_> {
             if name.starts_with(b"user.") != user {
                 continue;
             }
-            let name = OsStr::from_bytes(name);
-            xattr::set(path, name, value)
+            let name = OsStr::from_bytes(&name);
+            xattr::set(path, name, &value)
                 .with_context(|| format!("extended attribute {}", name.to_string_lossy()))?;
         }
         Ok(())

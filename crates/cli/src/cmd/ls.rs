@@ -2,20 +2,21 @@
 
 use crate::args::LsArgs;
 use anyhow::Result;
-use hoard_reader::walk::{self, Node};
-use hoard_reader::{FileKind, Filesystem, Stat};
+use hoard_reader::walk;
+use hoard_reader::{FileKind, Stat, View, ViewExt, ViewNode as Node};
 use std::io::Write;
 
-/// Lists the entries of a directory (or one file) of an image.
+/// Lists the entries of a directory (or one file) of an image (or of a
+/// stack of layers).
 pub fn run(args: &LsArgs) -> Result<u8> {
-    let fs = super::open(&args.image)?;
+    let fs = super::open_view(&args.image, &args.layers)?;
     let path = args.path.as_deref().unwrap_or("");
     let ino = fs.lookup_path(path)?;
     let base = path.trim_matches('/').as_bytes().to_vec();
     let nodes: Vec<Node> = if args.recursive {
-        walk::walk(&fs, ino, &base)?.into_iter().skip(1).collect()
+        fs.walk(ino, &base)?.into_iter().skip(1).collect()
     } else if fs.stat(ino)?.kind == FileKind::Directory {
-        fs.readdir(ino)?
+        fs.entries(ino)?
             .into_iter()
             .map(|e| {
                 walk::check_name(&e.name, &base)?;
@@ -25,7 +26,7 @@ pub fn run(args: &LsArgs) -> Result<u8> {
                     } else {
                         e.name
                     },
-                    kind: fs.stat(e.ino)?.kind,
+                    kind: e.kind,
                     ino: e.ino,
                 })
             })
@@ -50,7 +51,7 @@ pub fn run(args: &LsArgs) -> Result<u8> {
     Ok(0)
 }
 
-fn long_line(fs: &Filesystem, node: &Node) -> Result<String> {
+fn long_line(fs: &dyn View, node: &Node) -> Result<String> {
     let st = fs.stat(node.ino)?;
     let size = match st.kind {
         FileKind::CharDevice | FileKind::BlockDevice => format!(
@@ -78,7 +79,7 @@ fn long_line(fs: &Filesystem, node: &Node) -> Result<String> {
     );
     if st.kind == FileKind::Symlink {
         line.push_str(" -> ");
-        line.push_str(&String::from_utf8_lossy(fs.readlink(node.ino)?));
+        line.push_str(&String::from_utf8_lossy(&fs.readlink(node.ino)?));
     }
     Ok(line)
 }

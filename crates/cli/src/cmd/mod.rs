@@ -18,9 +18,9 @@ mod repair;
 mod rewrite;
 pub(crate) mod time;
 
-use crate::args::{Command, ImageArgs};
+use crate::args::{Command, ImageArgs, LayerArgs};
 use anyhow::{Context, Result};
-use hoard_reader::{Filesystem, FsOptions, OpenOptions};
+use hoard_reader::{Filesystem, FsOptions, OpenOptions, Stack};
 use std::process::ExitCode;
 
 /// Runs `commands` in order, stopping at the first that fails; returns the
@@ -68,6 +68,48 @@ pub fn open(args: &ImageArgs) -> Result<Filesystem> {
     };
     Filesystem::open(&args.image, &options)
         .with_context(|| format!("cannot open image '{}'", args.image.display()))
+}
+
+/// Opens the image named by `args` with the `layers` on it, as one
+/// stack (a stack of one without layers).
+pub fn open_view(args: &ImageArgs, layers: &LayerArgs) -> Result<Stack> {
+    let options = FsOptions {
+        open: OpenOptions {
+            offset: args.offset,
+            no_mmap: false,
+            image_size: None,
+        },
+        cache_size: args.cache_size,
+        ..FsOptions::default()
+    };
+    let mut images = vec![args.image.clone()];
+    images.extend(layers.layers.iter().cloned());
+    open_stack(&images, &options, layers.force_stack)
+}
+
+/// Opens `images` as a stack, bottom layer first (one image is a stack
+/// of one), naming the image that cannot be opened. A layer that is not
+/// on the images below it is refused unless `force`.
+pub fn open_stack(
+    images: &[std::path::PathBuf],
+    options: &FsOptions,
+    force: bool,
+) -> Result<Stack> {
+    let cache = Filesystem::check_options(options)?;
+    let mut layers = Vec::with_capacity(images.len());
+    for image in images {
+        let fs = Filesystem::open_sharing(image, &options.open, &cache)
+            .with_context(|| format!("cannot open image '{}'", image.display()))?;
+        layers.push(std::sync::Arc::new(fs));
+    }
+    let stack = Stack::from_layers(layers)?;
+    if let (Err((i, why)), false) = (stack.check_bases(), force) {
+        anyhow::bail!(
+            "cannot stack '{}': it {why} (--force-stack stacks it anyway)",
+            images[i].display()
+        );
+    }
+    Ok(stack)
 }
 
 /// Runs `f` on a thread pool of `workers` threads (default: one per core).

@@ -9,11 +9,13 @@
 use crate::args::{MountArgs, UmountArgs};
 use anyhow::{bail, Context, Result};
 use hoard_fuse::options::MountOptions;
+use hoard_reader::{Set, View};
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Mounts an image; returns the exit code.
+/// Mounts an image (or several); returns the exit code.
 pub fn run(args: &MountArgs) -> Result<u8> {
     let options =
         MountOptions::parse(&remote_options(&args.options)?).map_err(anyhow::Error::msg)?;
@@ -88,12 +90,47 @@ fn serve(args: &MountArgs, options: &MountOptions, ready: impl FnOnce(())) -> Re
             }
         }
     });
-    hoard_fuse::serve(&args.image, &args.mountpoint, options, |m| {
+    hoard_fuse::driver::check_mountpoint(args.mountpoint()).map_err(anyhow::Error::msg)?;
+    let view = open_view(args, options)?;
+    let fsname = args
+        .images()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
+    hoard_fuse::serve(view, &fsname, args.mountpoint(), options, |m| {
         *mounted.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
         ready(());
     })
     .map_err(anyhow::Error::msg)?;
     Ok(0)
+}
+
+/// The view `args` ask for: the images stacked, or with `--each` a set
+/// of them (of every image in a directory given).
+fn open_view(args: &MountArgs, options: &MountOptions) -> Result<Arc<dyn View>> {
+    let fs_options = options.fs_options();
+    let images = args.images();
+    if !args.each {
+        if options.watch {
+            bail!("mount option 'watch' needs --each DIR");
+        }
+        return Ok(Arc::new(super::open_stack(
+            images,
+            &fs_options,
+            args.force,
+        )?));
+    }
+    let set = match images {
+        [dir] if dir.is_dir() => Set::of_dir(dir, &fs_options, options.watch)
+            .with_context(|| format!("cannot read '{}'", dir.display()))?,
+        _ if options.watch => bail!("mount option 'watch' needs --each with one directory"),
+        _ => {
+            let paths: Vec<&Path> = images.iter().map(PathBuf::as_path).collect();
+            Set::new(&paths, &fs_options)?
+        }
+    };
+    Ok(Arc::new(set))
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {

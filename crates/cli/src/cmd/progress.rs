@@ -69,7 +69,7 @@ fn draw(p: &Progress, stop: &AtomicBool) {
                     bar.set_style(spinner.clone());
                     bar.set_length(0);
                 }
-                Phase::Hashing => {
+                Phase::Hashing | Phase::Comparing => {
                     bar.set_style(bytes.clone());
                     bar.set_length(p.scan.bytes.load(Ordering::Relaxed));
                 }
@@ -92,6 +92,11 @@ fn draw(p: &Progress, stop: &AtomicBool) {
                 bar.set_prefix("hashing");
                 bar.set_position(p.dedupe.bytes.load(Ordering::Relaxed));
                 bar.set_message(format!("{} files", p.dedupe.files.load(Ordering::Relaxed)));
+            }
+            Phase::Comparing => {
+                bar.set_prefix("comparing");
+                bar.set_position(p.compared.load(Ordering::Relaxed));
+                bar.set_message("with the base images");
             }
             Phase::Categorizing => {
                 bar.set_prefix("categorizing");

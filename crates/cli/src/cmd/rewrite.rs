@@ -10,13 +10,19 @@ use hoard_format::write::PackOptions;
 use hoard_writer::chmod::Chmod;
 use hoard_writer::level::Level;
 use hoard_writer::rewrite::{rewrite, Rebuild, RewriteOptions};
+use hoard_writer::CreateOptions;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// Rewrites an image; returns the exit code.
+/// Rewrites an image (or flattens a stack of them); returns the exit
+/// code.
 pub fn run(args: &RewriteArgs) -> Result<u8> {
     let level =
         Level::get(args.level).ok_or_else(|| anyhow!("level {} out of range", args.level))?;
+    if args.inputs.len() > 1 {
+        return flatten(args, level);
+    }
+    let input = &args.inputs[0];
     let (blocks, metadata) = match args.recompress.as_str() {
         "all" => (true, true),
         "block" => (true, false),
@@ -47,7 +53,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         .transpose()?;
     let compression = split("-C", &args.compression, |s| Ok(s.to_string()))?;
     let options = RewriteOptions {
-        input: args.input.clone(),
+        input: input.clone(),
         offset: args.offset,
         output: args.output.clone(),
         force: args.force,
@@ -95,7 +101,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
     }
     let progress = Default::default();
     let summary = rewrite(&options, &progress, cancel)
-        .with_context(|| format!("cannot rewrite image '{}'", args.input.display()))?;
+        .with_context(|| format!("cannot rewrite image '{}'", input.display()))?;
     if !args.no_progress {
         println!(
             "rewrote {} blocks: {} -> {}",
@@ -105,4 +111,82 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// Writes the merged tree of a stack of images as one image, with the
+/// codecs of `level` where the options name none.
+fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
+    if args.rebuild_metadata {
+        bail!("flattening layers writes new metadata: --rebuild-metadata does not apply");
+    }
+    // Blocks are reused as they are unless they are to be recompressed.
+    let reuse_blocks = match args.recompress.as_str() {
+        "all" | "block" => false,
+        "metadata" | "none" => true,
+        other => bail!("--recompress '{other}': expected all, block, metadata or none"),
+    };
+    // Checked (and named) here: the writer reads the stack as it is.
+    super::open_stack(&args.inputs, &Default::default(), args.force_stack)?;
+    let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
+    o.flatten = args.inputs.clone();
+    o.force = args.force;
+    let compression = split("-C", &args.compression, |s| Ok(s.to_string()))?;
+    if let Some(c) = compression.general {
+        o.data_compression = c;
+    }
+    if let Some(c) = &args.metadata_compression {
+        o.metadata_compression = c.clone();
+    }
+    if let Some(c) = &args.schema_compression {
+        o.schema_compression = c.clone();
+    }
+    if let Some(n) = args.workers {
+        o.workers = n.max(1);
+    }
+    if let Some(l) = args.memory_limit {
+        o.memory_limit = l as u64;
+    }
+    o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
+    o.section_index = !args.no_section_index;
+    o.recovery = args.recovery;
+    let now = super::history::now()?;
+    if !args.no_history {
+        o.history = Some(super::history::this_run(
+            (!args.no_history_timestamps).then_some(now.max(0) as u64),
+        ));
+    }
+    if let Some(h) = &args.header {
+        o.header = Some(
+            std::fs::read(h)
+                .with_context(|| format!("cannot read header file '{}'", h.display()))?,
+        );
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
+    }
+    let summary = if reuse_blocks {
+        hoard_writer::flatten::flatten_reusing_blocks(&o)
+    } else {
+        hoard_writer::create(&o, &Default::default(), cancel)
+    }
+    .context("cannot flatten the layers")?;
+    for w in &summary.warnings {
+        eprintln!("hoard: warning: {w}");
+    }
+    if !args.no_progress {
+        println!(
+            "flattened {} layers: {} entries, {} in {} blocks, image {}",
+            args.inputs.len(),
+            summary.counts.dirs
+                + summary.counts.symlinks
+                + summary.counts.file_entries
+                + summary.counts.devices
+                + summary.counts.specials,
+            human_bytes(summary.original_bytes),
+            summary.blocks,
+            human_bytes(summary.image_bytes)
+        );
+    }
+    Ok(if summary.warnings.is_empty() { 0 } else { 2 })
 }

@@ -6,25 +6,27 @@ use crate::args::ChecksumAlgo;
 use crate::checksum::file_checksum;
 use anyhow::{Context, Result};
 use hoard_reader::inode::{dev_major, dev_minor};
-use hoard_reader::{FileKind, Filesystem};
+use hoard_reader::{FileKind, View, ViewExt};
 use rayon::prelude::*;
 
-/// The manifest entries of the whole tree of `fs`, file contents hashed in
-/// parallel.
-pub fn manifest(fs: &Filesystem) -> Result<Vec<Entry>> {
-    let nodes = hoard_reader::walk::walk(fs, fs.root(), b"")?;
+/// The manifest entries of the whole tree of `fs` (an image or a stack
+/// of them), file contents hashed in parallel.
+pub fn manifest(fs: &dyn View) -> Result<Vec<Entry>> {
+    let nodes = fs.walk(fs.root(), b"")?;
     let facts = nodes
         .par_iter()
         .map(|node| -> Result<Facts> {
             let st = fs.stat(node.ino)?;
             let show = || String::from_utf8_lossy(&node.path).into_owned();
             let target = match node.kind {
-                FileKind::Symlink => Some(fs.readlink(node.ino)?.to_vec()),
+                FileKind::Symlink => Some(fs.readlink(node.ino)?),
                 _ => None,
             };
             let sha256 = match node.kind {
                 FileKind::Regular => Some(
-                    file_checksum(fs, node.ino, ChecksumAlgo::Sha256)
+                    fs.locate(node.ino)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|at| file_checksum(&at.fs, at.ino, ChecksumAlgo::Sha256))
                         .with_context(|| format!("cannot read '{}'", show()))?,
                 ),
                 _ => None,
@@ -43,7 +45,7 @@ pub fn manifest(fs: &Filesystem) -> Result<Vec<Entry>> {
                 size: st.size,
                 mtime: (st.mtime.sec, st.mtime.nsec),
                 nlink: u64::from(st.nlink),
-                inode: (0, u64::from(node.ino)),
+                inode: (0, node.ino),
                 target,
                 rdev,
                 sha256,

@@ -9,23 +9,36 @@ pub mod image;
 pub mod tree;
 
 use anyhow::{Context, Result};
-use hoard_reader::{Filesystem, FsOptions, ImageOffset, OpenOptions};
+use hoard_reader::{FsOptions, ImageOffset, OpenOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The manifest of what `path` names: a directory tree, a manifest file
-/// (its first byte is `{`), or an image (at `offset` in its file).
-pub fn load(path: &Path, offset: ImageOffset) -> Result<Vec<Entry>> {
+/// (its first byte is `{`), or an image (a file, at `offset` in it, or a
+/// URL) with the image `layers` stacked on it (on other images than they
+/// were made on only if `force`).
+pub fn load(
+    path: &Path,
+    layers: &[PathBuf],
+    force: bool,
+    offset: ImageOffset,
+) -> Result<Vec<Entry>> {
     let is_url = path
         .to_str()
         .is_some_and(|p| hoard_reader::source::url_scheme(p).is_some());
     if is_url {
-        return image_manifest(path, offset);
+        return image_manifest(path, layers, force, offset);
     }
     let meta =
         std::fs::metadata(path).with_context(|| format!("cannot stat '{}'", path.display()))?;
+    if !layers.is_empty() && meta.is_dir() {
+        anyhow::bail!(
+            "'{}': layers stack on an image, not a directory",
+            path.display()
+        );
+    }
     if meta.is_dir() {
         return tree::manifest(path);
     }
@@ -36,16 +49,22 @@ pub fn load(path: &Path, offset: ImageOffset) -> Result<Vec<Entry>> {
         &mut first,
     )
     .with_context(|| format!("cannot read '{}'", path.display()))?;
-    if n == 0 || first[0] == b'{' {
+    if layers.is_empty() && (n == 0 || first[0] == b'{') {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read manifest '{}'", path.display()))?;
         return parse(&text).with_context(|| format!("manifest '{}'", path.display()));
     }
-    image_manifest(path, offset)
+    image_manifest(path, layers, force, offset)
 }
 
-/// The manifest of the image at `path` (a file or a URL).
-fn image_manifest(path: &Path, offset: ImageOffset) -> Result<Vec<Entry>> {
+/// The manifest of the image at `path` (a file or a URL) with `layers`
+/// stacked on it.
+fn image_manifest(
+    path: &Path,
+    layers: &[PathBuf],
+    force: bool,
+    offset: ImageOffset,
+) -> Result<Vec<Entry>> {
     let options = FsOptions {
         open: OpenOptions {
             offset,
@@ -53,9 +72,10 @@ fn image_manifest(path: &Path, offset: ImageOffset) -> Result<Vec<Entry>> {
         },
         ..FsOptions::default()
     };
-    let fs = Filesystem::open(path, &options)
-        .with_context(|| format!("cannot open image '{}'", path.display()))?;
-    image::manifest(&fs).with_context(|| format!("image '{}'", path.display()))
+    let mut images = vec![path.to_path_buf()];
+    images.extend(layers.iter().cloned());
+    let view = crate::cmd::open_stack(&images, &options, force)?;
+    image::manifest(&view).with_context(|| format!("image '{}'", path.display()))
 }
 
 /// One entry of a manifest. Fields are in the JSON's (sorted) key order.

@@ -257,3 +257,22 @@ fn concurrent_partial_readers_get_the_right_bytes_decoded_once() {
         "no byte decoded twice"
     );
 }
+
+#[test]
+fn images_sharing_a_store_keep_their_blocks_apart_and_drop_them_when_closed() {
+    let first = BlockCache::new(1 << 20, 1.0);
+    let second = first.for_another_image();
+    let a = first
+        .get(0, usize::MAX, || stored(vec![1; 100]), describe)
+        .unwrap();
+    let b = second
+        .get(0, usize::MAX, || stored(vec![2; 200]), describe)
+        .unwrap();
+    assert_eq!((a[0], a.len(), b[0], b.len()), (1, 100, 2, 200));
+    assert!(first.progress(0).is_some() && second.progress(0).is_some());
+    let shared = first.bytes();
+    assert!(shared >= 300);
+    drop(second);
+    assert!(first.bytes() < shared);
+    assert!(first.progress(0).is_some());
+}

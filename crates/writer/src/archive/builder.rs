@@ -54,7 +54,7 @@ pub(crate) struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    pub(super) fn new(
+    pub(crate) fn new(
         options: &'a ScanOptions,
         filter: Option<&'a Filter>,
         progress: &'a ScanProgress,
@@ -334,7 +334,7 @@ impl<'a> Builder<'a> {
     /// it was made from give the same image. Files no entry names any
     /// more (replaced by later members) are left out, and with
     /// `--remove-empty-dirs` directories that end up empty.
-    pub(super) fn finish(self) -> Scanned {
+    pub(crate) fn finish(self) -> Scanned {
         let old = self.tree;
         let mut tree = Tree::default();
         let mut files: HashMap<usize, usize> = HashMap::new();

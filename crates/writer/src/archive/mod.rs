@@ -25,9 +25,8 @@ use crate::filter::Filter;
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
 use crate::tree::Time;
 use crate::{Error, Result};
-use builder::Builder;
-pub(crate) use builder::{Member, MemberKind};
-use spool::Spool;
+pub(crate) use builder::{Builder, Member, MemberKind};
+pub(crate) use spool::Spool;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 

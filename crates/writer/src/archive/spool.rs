@@ -14,7 +14,7 @@ pub(crate) struct Spool {
 
 impl Spool {
     /// A spool in a new directory inside `parent` (`$TMPDIR` if `None`).
-    pub(super) fn new(parent: Option<&Path>) -> Result<Self> {
+    pub(crate) fn new(parent: Option<&Path>) -> Result<Self> {
         let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
         let dir = tempfile::Builder::new()
             .prefix(".hoard-spool-")
@@ -101,6 +101,11 @@ impl Spool {
         }
         out.set_len(size).map_err(io)?;
         Ok(path)
+    }
+
+    /// Where the spool keeps its files.
+    pub(crate) fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     /// The spool's directory, to keep until the build ends.

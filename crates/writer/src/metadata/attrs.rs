@@ -117,7 +117,7 @@ fn table<T: Ord + Copy>(values: impl Iterator<Item = T>) -> (Vec<T>, BTreeMap<T,
 }
 
 /// Applies owner, group, time and permission overrides.
-fn adjust(a: &Attrs, options: &AttrOptions) -> Attrs {
+pub(crate) fn adjust(a: &Attrs, options: &AttrOptions) -> Attrs {
     let mut a = *a;
     if let Some(uid) = options.set_owner {
         a.uid = uid;

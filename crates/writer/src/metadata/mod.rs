@@ -14,6 +14,7 @@ mod chunks;
 mod inodes;
 mod names;
 
+pub(crate) use attrs::adjust;
 pub use attrs::AttrOptions;
 
 use crate::dedupe::Deduped;
