@@ -642,6 +642,8 @@ fn a_large_tar_stream_packs_in_bounded_memory() {
     let pool = noise(8 << 20, 5);
     let dir = tempfile::tempdir().unwrap();
     let image = dir.path().join("big.dwarfs");
+    // Reaped below with wait4, which gives its peak memory.
+    #[allow(clippy::zombie_processes)]
     let mut child = hoard()
         .args([
             "create",
