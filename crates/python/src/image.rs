@@ -3,7 +3,8 @@
 //! parallel; the file system is shared, and `close` only drops this
 //! handle's reference (reads under way finish first).
 
-use crate::errors::{image_error, is_a_directory, not_a_directory, reader_error};
+use crate::errors::{extract_error, image_error, is_a_directory, not_a_directory, reader_error};
+use hoard_reader::extract::{self, ExtractOptions, Patterns, XattrRestore};
 use hoard_reader::{check, FileKind, Filesystem, FsOptions, ImageOffset, OpenOptions, Stat};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -272,6 +273,35 @@ impl Image {
                 .into_iter()
                 .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
                 .collect())
+        })
+    }
+
+    /// Writes the entries matching `patterns` (all without) into directory
+    /// `dest`, as `hoard extract` does (see `hoard.Image.extract`).
+    #[pyo3(signature = (dest, patterns, owners=None, xattrs=true, devices=true, specials=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn extract(
+        &self,
+        py: Python<'_>,
+        dest: PathBuf,
+        patterns: Vec<String>,
+        owners: Option<bool>,
+        xattrs: bool,
+        devices: bool,
+        specials: bool,
+    ) -> PyResult<()> {
+        let patterns = Patterns::new(&patterns).map_err(extract_error)?;
+        let mut options = ExtractOptions::for_current_user();
+        options.owners = owners.unwrap_or(options.owners);
+        options.devices &= devices;
+        options.specials = specials;
+        if !xattrs {
+            options.xattrs = XattrRestore::None;
+        }
+        self.with_fs(py, |fs| {
+            extract::extract(fs, &dest, &patterns, &options)
+                .map(drop)
+                .map_err(extract_error)
         })
     }
 

@@ -20,6 +20,8 @@
 //! * [`inode`] — inode numbering and attributes.
 //! * [`walk`] — a safe walk of the whole tree.
 //! * [`check`] — verification of a whole image.
+//! * [`extract`] — an image, or the entries matching patterns, written
+//!   into a directory.
 //! * [`damage`] — damage to an image with recovery data (see the
 //!   hoard-recovery crate): which bytes and files, and whether it can be
 //!   repaired. Opening such an image reads it through its recovery data,
@@ -32,6 +34,7 @@ pub mod cache;
 pub mod check;
 pub mod damage;
 mod error;
+pub mod extract;
 pub mod fs;
 #[doc(hidden)]
 pub mod fuzzing;

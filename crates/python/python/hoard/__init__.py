@@ -175,6 +175,31 @@ class Image:
         """The names of the extended attributes stored for ``path``."""
         return self._core.listxattr(_p(path), follow_symlinks)
 
+    def extract(self, dest, patterns=None, *, owners=None, xattrs=True, devices=True,
+                specials=True):
+        """Writes the image's tree, or the entries matching ``patterns``
+        (with the directories leading to them), into directory ``dest``
+        (created if missing), as ``hoard extract`` does: contents, hard
+        links, symlinks, modes, times, extended attributes (as root all of
+        them, otherwise ``user.*`` ones; none if not ``xattrs``), owners
+        (``owners``: by default only as root), devices (only as root; none
+        if not ``devices``), fifos and sockets (none if not ``specials``).
+
+        ``patterns`` is a glob or a list of globs matched against paths
+        relative to the image's root: ``*`` stays within one path
+        component, ``**`` crosses them, ``i:`` in front matches case
+        insensitively. Nothing is written outside ``dest``: an existing
+        symlink in the way is replaced, never followed. Raises
+        ``ValueError`` for an invalid pattern, ``OSError`` (with the
+        system's error number) when an entry cannot be written, and
+        ``ImageError`` when the image cannot be read. The GIL is released
+        while it works; files are written in parallel.
+        """
+        if isinstance(patterns, (str, bytes)):
+            patterns = [patterns]
+        patterns = [os.fsdecode(p) for p in patterns or []]
+        self._core.extract(os.fsdecode(os.fspath(dest)), patterns, owners, xattrs, devices, specials)
+
     def check(self, full=False):
         """Verifies the image as ``hoard check`` does (``full`` also reads
         every block and file). Returns a dict: ``ok``, ``problems`` (one
