@@ -305,6 +305,38 @@ impl Image {
         })
     }
 
+    /// The image's history: one dict per write or rewrite (see
+    /// `hoard.Image.history`); empty when it has none.
+    fn history<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        use hoard_format::history::decode_history;
+        use hoard_format::section::SectionType;
+        let fs = self.fs()?;
+        let entries = py.detach(|| {
+            let image = fs.image();
+            match image.find(SectionType::HISTORY) {
+                None => Ok(Vec::new()),
+                Some(s) => image
+                    .load(s, 1 << 24)
+                    .and_then(|p| decode_history(&p).map_err(Into::into)),
+            }
+        });
+        entries
+            .map_err(image_error)?
+            .iter()
+            .map(|h| {
+                let dict = PyDict::new(py);
+                dict.set_item("version", h.version.to_string())?;
+                dict.set_item("git_desc", &h.version.git_desc)?;
+                dict.set_item("system", &h.system_id)?;
+                dict.set_item("compiler", &h.compiler_id)?;
+                dict.set_item("arguments", &h.arguments)?;
+                dict.set_item("timestamp", h.timestamp)?;
+                dict.set_item("libraries", &h.library_versions)?;
+                Ok(dict)
+            })
+            .collect()
+    }
+
     /// Verifies the image as `hoard check` does (`full` also reads all
     /// data): a dict with "ok", "problems", "sections", "blocks", "inodes".
     fn check<'py>(&self, py: Python<'py>, full: bool) -> PyResult<Bound<'py, PyDict>> {

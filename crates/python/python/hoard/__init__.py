@@ -212,6 +212,13 @@ class Image:
         sections, categories, has_xattrs, has_recovery_data."""
         return self._core.info()
 
+    def history(self):
+        """Every write and rewrite of the image, oldest first, as dicts:
+        version, git_desc, system, compiler, arguments (the command line,
+        or the ``hoard.create``/``hoard.rewrite`` call), timestamp
+        (seconds, or None), libraries. Empty when none was recorded."""
+        return self._core.history()
+
     def _file_inode(self, path):
         ino = self._core.lookup(_p(path), True)
         mode = self._core.stat(_p(path), True)[0]
@@ -277,20 +284,44 @@ class ImageFile(io.RawIOBase):
         return self._size
 
 
+def _input_list(value):
+    """The ``input_list`` option as the bytes of a list file: the list's
+    paths one a line, or the contents of the file it names."""
+    if isinstance(value, (str, os.PathLike)):
+        with open(value, "rb") as f:
+            return f.read()
+    return b"\n".join(os.fsencode(p) for p in value) + b"\n"
+
+
 def create(source_dir, image_path, level=7, progress=None, **options):
     """Builds the image ``image_path`` from the directory (or tar/cpio
     archive) ``source_dir`` at compression ``level`` 0 to 9; returns a dict
     summary (files, original_bytes, image_bytes, warnings, ...).
 
     ``options`` are those of ``hoard create``, named as its long options
-    with ``_`` for ``-``: force, block_size_bits, compression,
-    metadata_compression, schema_compression, window_size, window_step,
-    max_lookback_blocks, order, categorize (True or a list string),
+    with ``_`` for ``-``: force, block_size_bits, metadata_compression,
+    schema_compression, categorize (True or a list string),
+    incompressible_min_input_size, incompressible_block_size,
+    incompressible_fragments, incompressible_ratio,
+    incompressible_zstd_level, no_category_names, no_category_metadata,
     num_workers, memory_limit (bytes), with_devices, with_specials,
-    remove_empty_dirs, no_xattrs, no_sparse_files, filter (list of rules),
-    set_owner, set_group, set_time (seconds), keep_all_times, chmod,
-    pack_metadata, no_section_index, recovery (percent), header (bytes or a
-    file path). Per-category values (``CATEGORY::VALUE``) are not taken.
+    remove_empty_dirs, no_xattrs, xattr_filter (a regular expression),
+    no_sparse_files, input_list (paths to pack, relative to
+    ``source_dir``: a list, or the path of a file listing them one a line),
+    filter (list of rules), set_owner, set_group, set_time (seconds,
+    ``"now"`` or an ISO 8601 date), keep_all_times, time_resolution
+    (``"ms"``, ``"15min"``, ...), chmod, pack_metadata, no_history,
+    no_history_timestamps, no_create_timestamp, no_section_index, recovery
+    (percent), header (bytes or a file path).
+
+    The per-stream options compression, window_size, window_step,
+    max_lookback_blocks and order take a value for every category, a list
+    of values and ``"CATEGORY::VALUE"`` strings (``["zstd:level=19",
+    "pcmaudio/waveform::flac:level=8"]``), or a dict from category to value
+    (``None`` for every category).
+
+    The image records this call in its history (function, paths, level,
+    options), as ``hoard create`` records its command line.
 
     ``progress``, if given, is called a few times a second with a dict
     (phase, entries_scanned, bytes_scanned, bytes_hashed, bytes_segmented,
@@ -298,6 +329,8 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     Ctrl-C, stops the build. The image is written to a temporary file and
     renamed into place when complete.
     """
+    if options.get("input_list") is not None:
+        options["input_list"] = _input_list(options["input_list"])
     return _hoard.create(source_dir, image_path, level, progress, options)
 
 
@@ -306,9 +339,11 @@ def rewrite(source, image_path, level=7, **options):
     codecs of ``level``; returns ``(blocks, input_bytes, output_bytes)``.
 
     ``options`` are those of ``hoard rewrite``: force, recompress ("all",
-    "block", "metadata", "none"), compression, metadata_compression,
-    schema_compression, image_offset, pack_metadata, num_workers,
-    memory_limit, no_section_index, recovery, header, and with
-    ``rebuild_metadata=True``: set_owner, set_group, set_time, chmod.
+    "block", "metadata", "none"), compression (per category as for
+    ``create``), metadata_compression, schema_compression, image_offset,
+    pack_metadata, num_workers, memory_limit, no_history,
+    no_history_timestamps, no_section_index, recovery, header, and with
+    ``rebuild_metadata=True``: set_owner, set_group, set_time, chmod. The
+    image records this call in its history.
     """
     return _hoard.rewrite(source, image_path, level, options)
