@@ -2,10 +2,9 @@
 //! - `HOARD_VERSION`: the version and git commit (`0.1.0 (84a5946)`), for
 //!   `hoard --version` and the man pages; `HOARD_DATE`, the commit's date,
 //!   for the man pages;
-//! - for the history entries of the images it writes: `HOARD_COMPILER_ID`
-//!   (`rustc 1.83.0`), and from a checkout `HOARD_GIT_REV`,
-//!   `HOARD_GIT_BRANCH` and `HOARD_GIT_RELEASE` (set when HEAD is the tag
-//!   `v<version>`).
+//!
+//! (What the history entries of images record about the build comes from
+//! hoard-writer's build script.)
 //!
 //! Built outside a git checkout (a source tarball, or without `git`) the
 //! version is the package version alone and the git fields are left out.
@@ -47,37 +46,7 @@ fn main() {
             civil_date(secs / 86_400)
         });
     println!("cargo:rustc-env=HOARD_DATE={date}");
-    compiler_id();
-    if tracked {
-        git_fields(version);
-    }
     watch_head();
-}
-
-/// `HOARD_COMPILER_ID`: "rustc 1.83.0 (90b35a623 2024-11-26)" -> "rustc 1.83.0".
-fn compiler_id() {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let out = Command::new(rustc).arg("--version").output();
-    if let Some(v) = out.ok().and_then(|o| String::from_utf8(o.stdout).ok()) {
-        let short: Vec<&str> = v.split_whitespace().take(2).collect();
-        println!("cargo:rustc-env=HOARD_COMPILER_ID={}", short.join(" "));
-    }
-}
-
-/// `HOARD_GIT_REV`, `HOARD_GIT_BRANCH` and `HOARD_GIT_RELEASE`.
-fn git_fields(version: &str) {
-    let Some(rev) = git(&["rev-parse", "--short=10", "HEAD"]) else {
-        return;
-    };
-    let branch = git(&["rev-parse", "--abbrev-ref", "HEAD"]).unwrap_or_else(|| "HEAD".into());
-    let tag = format!("v{version}");
-    let is_release =
-        git(&["describe", "--tags", "--exact-match", "HEAD"]).as_deref() == Some(&*tag);
-    println!("cargo:rustc-env=HOARD_GIT_REV={rev}");
-    println!("cargo:rustc-env=HOARD_GIT_BRANCH={branch}");
-    if is_release {
-        println!("cargo:rustc-env=HOARD_GIT_RELEASE=1");
-    }
 }
 
 /// `YYYY-MM-DD` of a day counted from 1970-01-01 (proleptic Gregorian).

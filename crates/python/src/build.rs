@@ -8,13 +8,15 @@ use hoard_format::write::PackOptions;
 use hoard_writer::categorize::{CategorizeOptions, Categorizer, IncompressibleOptions};
 use hoard_writer::chmod::Chmod;
 use hoard_writer::filter::Filter;
+use hoard_writer::history;
 use hoard_writer::level::Level;
-use hoard_writer::order::Order;
+use hoard_writer::parse::{parse_resolution, parse_time, split, Given, StreamOptions};
 use hoard_writer::rewrite::{Rebuild, RewriteOptions};
+use hoard_writer::scan::{xattr_filter, InputList};
 use hoard_writer::{CreateOptions, Progress};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyDictMethods};
+use pyo3::types::{PyAnyMethods, PyDict, PyDictMethods};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -53,6 +55,60 @@ impl<'py> Options<'py> {
     /// Takes flag `name` (false when absent).
     fn flag(&self, name: &str) -> PyResult<bool> {
         Ok(self.take::<bool>(name)?.unwrap_or(false))
+    }
+
+    /// Takes per-stream option `name`: a value (for every category), a
+    /// list of `VALUE` and `CATEGORY::VALUE` strings, or a dict from
+    /// category (None or "" for every category) to value; values may be
+    /// numbers.
+    fn values(&self, name: &str) -> PyResult<Vec<String>> {
+        let Some(value) = self.0.get_item(name)? else {
+            return Ok(Vec::new());
+        };
+        self.0.del_item(name)?;
+        let text = |v: &Bound<'py, PyAny>| -> PyResult<String> {
+            if v.is_instance_of::<pyo3::types::PyString>() {
+                v.extract()
+            } else if v.is_instance_of::<pyo3::types::PyInt>() {
+                Ok(v.str()?.to_string())
+            } else {
+                Err(PyTypeError::new_err(format!(
+                    "option {name}: values are str or int, not {}",
+                    v.get_type().name()?
+                )))
+            }
+        };
+        if value.is_none() {
+            Ok(Vec::new())
+        } else if let Ok(dict) = value.cast::<PyDict>() {
+            dict.iter()
+                .map(|(k, v)| {
+                    let v = text(&v)?;
+                    if k.is_none() || k.extract::<String>().is_ok_and(|k| k.is_empty()) {
+                        Ok(v)
+                    } else {
+                        Ok(format!("{}::{v}", k.extract::<String>()?))
+                    }
+                })
+                .collect()
+        } else if let Ok(one) = text(&value) {
+            Ok(vec![one])
+        } else {
+            value.try_iter()?.map(|v| text(&v?)).collect()
+        }
+    }
+
+    /// What the history records as the command line of a call: the
+    /// function, its paths, the level and every option given (`name=value`,
+    /// values as Python shows them).
+    fn arguments(&self, function: &str, paths: &[&PathBuf], level: u8) -> PyResult<Vec<String>> {
+        let mut args = vec![function.to_string()];
+        args.extend(paths.iter().map(|p| p.display().to_string()));
+        args.push(format!("level={level}"));
+        for (k, v) in self.0.iter() {
+            args.push(format!("{k}={}", v.repr()?));
+        }
+        Ok(args)
     }
 
     /// Fails on any option not taken.
@@ -104,13 +160,11 @@ pub fn create<'py>(
     options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let opts = Options::new(py, options)?;
+    let arguments = opts.arguments("hoard.create", &[&source, &image_path], level)?;
     let mut o = CreateOptions::at_level(source, image_path, level_of(level)?);
     o.force = opts.flag("force")?;
     if let Some(b) = opts.take("block_size_bits")? {
         o.block_size_bits = b;
-    }
-    if let Some(c) = opts.take("compression")? {
-        o.data_compression = c;
     }
     if let Some(c) = opts.take("metadata_compression")? {
         o.metadata_compression = c;
@@ -118,31 +172,30 @@ pub fn create<'py>(
     if let Some(c) = opts.take("schema_compression")? {
         o.schema_compression = c;
     }
-    if let Some(w) = opts.take("window_size")? {
-        o.window_bits = w;
-    }
-    if let Some(w) = opts.take("window_step")? {
-        o.window_step_shift = w;
-    }
-    if let Some(b) = opts.take("max_lookback_blocks")? {
-        o.lookback = b;
-    }
-    if let Some(order) = opts.take::<String>("order")? {
-        o.order = Order::parse(&order).map_err(value_error)?;
-    }
+    let compression = opts.values("compression")?;
+    let window_size = opts.values("window_size")?;
+    let window_step = opts.values("window_step")?;
+    let lookback = opts.values("max_lookback_blocks")?;
+    let order = opts.values("order")?;
     if let Some(list) = categorizers(&opts)? {
         o.categorize = Some(CategorizeOptions {
             categorizers: Categorizer::parse_list(&list).map_err(value_error)?,
-            incompressible: IncompressibleOptions {
-                min_input_size: 256,
-                block_size: 1 << 20,
-                fragments: false,
-                ratio: 0.99,
-                zstd_level: -1,
-            },
+            incompressible: incompressible(&opts)?,
         });
         o.per_category = hoard_writer::level::category_defaults(level);
     }
+    let given = |option, values| Given { option, values };
+    StreamOptions {
+        compression: given("compression", &compression),
+        window_size: given("window_size", &window_size),
+        window_step: given("window_step", &window_step),
+        lookback: given("max_lookback_blocks", &lookback),
+        order: given("order", &order),
+    }
+    .apply(&mut o)
+    .map_err(value_error)?;
+    o.category_names = !opts.flag("no_category_names")?;
+    o.category_metadata = o.category_names && !opts.flag("no_category_metadata")?;
     if let Some(n) = opts.take::<usize>("num_workers")? {
         o.workers = n.max(1);
     }
@@ -154,13 +207,28 @@ pub fn create<'py>(
     o.scan.remove_empty_dirs = opts.flag("remove_empty_dirs")?;
     o.scan.no_xattrs = opts.flag("no_xattrs")?;
     o.sparse = !opts.flag("no_sparse_files")?;
+    o.scan.xattr_filter = opts
+        .take::<String>("xattr_filter")?
+        .map(|f| xattr_filter(&f).map_err(value_error))
+        .transpose()?;
+    if let Some(list) = opts.take::<Vec<u8>>("input_list")? {
+        o.scan.only = Some(InputList::parse(&list));
+    }
     if let Some(rules) = opts.take::<Vec<String>>("filter")? {
         o.filter = Some(Filter::parse(&rules).map_err(value_error)?);
     }
     o.attrs.set_owner = opts.take("set_owner")?;
     o.attrs.set_group = opts.take("set_group")?;
-    o.attrs.set_time = opts.take("set_time")?;
+    let source_date_epoch = history::source_date_epoch().map_err(value_error)?;
+    let now = history::now().map_err(value_error)?;
+    o.attrs.set_time = set_time(&opts, now)?;
     o.attrs.keep_all_times = opts.flag("keep_all_times")?;
+    o.attrs.time_resolution_ns = opts
+        .take::<String>("time_resolution")?
+        .map(|r| parse_resolution(&r).map_err(value_error))
+        .transpose()?;
+    o.attrs.clamp_time = source_date_epoch;
+    o.attrs.create_timestamp = (!opts.flag("no_create_timestamp")?).then_some(now.max(0) as u64);
     if let Some(chmod) = opts.take::<String>("chmod")? {
         o.attrs.chmod = Some(Chmod::parse(&chmod).map_err(value_error)?);
     }
@@ -170,6 +238,7 @@ pub fn create<'py>(
     o.section_index = !opts.flag("no_section_index")?;
     o.recovery = opts.take("recovery")?;
     o.header = header(&opts)?;
+    o.history = history_entry(&opts, arguments, now)?;
     opts.finish("create")?;
 
     let live = Progress::default();
@@ -189,6 +258,57 @@ pub fn create<'py>(
     dict.set_item("image_bytes", summary.image_bytes)?;
     dict.set_item("warnings", &summary.warnings)?;
     Ok(dict)
+}
+
+/// The `incompressible_*` options over their defaults (those of the
+/// command line).
+fn incompressible(opts: &Options<'_>) -> PyResult<IncompressibleOptions> {
+    let mut i = IncompressibleOptions::default();
+    if let Some(n) = opts.take("incompressible_min_input_size")? {
+        i.min_input_size = n;
+    }
+    if let Some(n) = opts.take::<usize>("incompressible_block_size")? {
+        i.block_size = n.max(1);
+    }
+    i.fragments = opts.flag("incompressible_fragments")?;
+    if let Some(r) = opts.take("incompressible_ratio")? {
+        i.ratio = r;
+    }
+    if let Some(l) = opts.take("incompressible_zstd_level")? {
+        i.zstd_level = l;
+    }
+    Ok(i)
+}
+
+/// The `set_time` option: seconds since the epoch, "now", or an ISO 8601
+/// date and time (UTC).
+fn set_time(opts: &Options<'_>, now: i64) -> PyResult<Option<i64>> {
+    let Some(value) = opts.0.get_item("set_time")? else {
+        return Ok(None);
+    };
+    opts.0.del_item("set_time")?;
+    if value.is_none() {
+        return Ok(None);
+    }
+    if let Ok(secs) = value.extract::<i64>() {
+        return Ok(Some(secs));
+    }
+    let text: String = value
+        .extract()
+        .map_err(|_| PyTypeError::new_err("option set_time: seconds or a date string"))?;
+    parse_time(&text, now).map(Some).map_err(value_error)
+}
+
+/// The history entry of this call (none with `no_history`; without its
+/// time with `no_history_timestamps`).
+fn history_entry(
+    opts: &Options<'_>,
+    arguments: Vec<String>,
+    now: i64,
+) -> PyResult<Option<hoard_format::history::HistoryEntry>> {
+    let stamp = !opts.flag("no_history_timestamps")?;
+    Ok((!opts.flag("no_history")?)
+        .then(|| history::this_run(arguments, stamp.then_some(now.max(0) as u64))))
 }
 
 /// The `categorize` option: True for every categorizer, or a list.
@@ -278,7 +398,9 @@ pub fn rewrite(
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(u64, u64, u64)> {
     let opts = Options::new(py, options)?;
+    let arguments = opts.arguments("hoard.rewrite", &[&source, &image_path], level)?;
     let level = level_of(level)?;
+    let now = history::now().map_err(value_error)?;
     let recompress = opts
         .take::<String>("recompress")?
         .unwrap_or_else(|| "all".into());
@@ -293,13 +415,16 @@ pub fn rewrite(
             )))
         }
     };
-    let data_compression = opts.take::<String>("compression")?;
+    let compression = split("compression", &opts.values("compression")?, |s| {
+        Ok(s.to_string())
+    })
+    .map_err(value_error)?;
     let metadata_compression = opts.take::<String>("metadata_compression")?;
     let rebuild = if opts.flag("rebuild_metadata")? {
         Some(Rebuild {
             set_owner: opts.take("set_owner")?,
             set_group: opts.take("set_group")?,
-            set_time: opts.take("set_time")?,
+            set_time: set_time(&opts, now)?.map(|t| t.max(0) as u64),
             chmod: opts
                 .take::<String>("chmod")?
                 .map(|c| Chmod::parse(&c).map_err(value_error))
@@ -317,8 +442,8 @@ pub fn rewrite(
         offset,
         output: image_path,
         force: opts.flag("force")?,
-        data_compression: blocks.then(|| data_compression.unwrap_or_else(|| level.data.into())),
-        per_category: Default::default(),
+        data_compression: blocks.then(|| compression.general.unwrap_or_else(|| level.data.into())),
+        per_category: compression.per_category,
         metadata_compression: metadata
             .then(|| metadata_compression.unwrap_or_else(|| level.metadata.into())),
         schema_compression: opts
@@ -338,7 +463,7 @@ pub fn rewrite(
         memory_limit: opts
             .take("memory_limit")?
             .unwrap_or_else(hoard_writer::pipeline::default_memory_limit),
-        history: None,
+        history: history_entry(&opts, arguments, now)?,
         section_index: !opts.flag("no_section_index")?,
         recovery: opts.take("recovery")?,
         header: header(&opts)?,

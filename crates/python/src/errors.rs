@@ -1,6 +1,8 @@
 //! Reader and writer errors as Python exceptions.
 
-use pyo3::exceptions::{PyFileNotFoundError, PyIsADirectoryError, PyNotADirectoryError, PyOSError};
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyIsADirectoryError, PyNotADirectoryError, PyOSError, PyValueError,
+};
 use pyo3::prelude::*;
 
 pyo3::create_exception!(
@@ -40,4 +42,19 @@ pub fn is_a_directory(path: &str) -> PyErr {
 /// `NotADirectoryError` for `path`.
 pub fn not_a_directory(path: &str) -> PyErr {
     PyNotADirectoryError::new_err((libc::ENOTDIR, "Not a directory", path.to_string()))
+}
+
+/// The Python exception for a failed extraction: `ValueError` for a bad
+/// pattern, `ImageError` when the image could not be read, else the
+/// `OSError` subclass of the system's error number.
+pub fn extract_error(e: hoard_reader::extract::ExtractError) -> PyErr {
+    use hoard_reader::extract::ExtractError;
+    match e {
+        ExtractError::Pattern { .. } => PyValueError::new_err(e.to_string()),
+        ExtractError::Output {
+            message,
+            errno: Some(errno),
+        } => PyOSError::new_err((errno, message)),
+        other => image_error(other),
+    }
 }

@@ -3,7 +3,8 @@
 //! parallel; the file system is shared, and `close` only drops this
 //! handle's reference (reads under way finish first).
 
-use crate::errors::{image_error, is_a_directory, not_a_directory, reader_error};
+use crate::errors::{extract_error, image_error, is_a_directory, not_a_directory, reader_error};
+use hoard_reader::extract::{self, ExtractOptions, Patterns, XattrRestore};
 use hoard_reader::{check, FileKind, Filesystem, FsOptions, ImageOffset, OpenOptions, Stat};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -273,6 +274,71 @@ impl Image {
                 .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
                 .collect())
         })
+    }
+
+    /// Writes the entries matching `patterns` (all without) into directory
+    /// `dest`, as `hoard extract` does (see `hoard.Image.extract`).
+    #[pyo3(signature = (dest, patterns, owners=None, xattrs=true, devices=true, specials=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn extract(
+        &self,
+        py: Python<'_>,
+        dest: PathBuf,
+        patterns: Vec<String>,
+        owners: Option<bool>,
+        xattrs: bool,
+        devices: bool,
+        specials: bool,
+    ) -> PyResult<()> {
+        let patterns = Patterns::new(&patterns).map_err(extract_error)?;
+        let mut options = ExtractOptions::for_current_user();
+        options.owners = owners.unwrap_or(options.owners);
+        options.devices &= devices;
+        options.specials = specials;
+        if !xattrs {
+            options.xattrs = XattrRestore::None;
+        }
+        // Extraction reads through a view: here a stack of this one image.
+        let fs = self.fs()?;
+        py.detach(|| {
+            let view =
+                hoard_reader::Stack::from_layers(vec![fs]).map_err(crate::errors::image_error)?;
+            extract::extract(&view, &dest, &patterns, &options)
+                .map(drop)
+                .map_err(extract_error)
+        })
+    }
+
+    /// The image's history: one dict per write or rewrite (see
+    /// `hoard.Image.history`); empty when it has none.
+    fn history<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        use hoard_format::history::decode_history;
+        use hoard_format::section::SectionType;
+        let fs = self.fs()?;
+        let entries = py.detach(|| {
+            let image = fs.image();
+            match image.find(SectionType::HISTORY) {
+                None => Ok(Vec::new()),
+                Some(s) => image
+                    .load(s, 1 << 24)
+                    .and_then(|p| decode_history(&p).map_err(Into::into)),
+            }
+        });
+        entries
+            .map_err(image_error)?
+            .iter()
+            .map(|h| {
+                let dict = PyDict::new(py);
+                dict.set_item("version", h.version.to_string())?;
+                dict.set_item("git_desc", &h.version.git_desc)?;
+                dict.set_item("system", &h.system_id)?;
+                dict.set_item("compiler", &h.compiler_id)?;
+                dict.set_item("arguments", &h.arguments)?;
+                dict.set_item("timestamp", h.timestamp)?;
+                dict.set_item("libraries", &h.library_versions)?;
+                Ok(dict)
+            })
+            .collect()
     }
 
     /// Verifies the image as `hoard check` does (`full` also reads all

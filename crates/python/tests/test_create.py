@@ -115,3 +115,113 @@ def test_xattrs_when_stored(tree, tmp_path):
         assert img.getxattr("readme.txt", "user.hoard") == b"value"
         with pytest.raises(OSError):
             img.getxattr("readme.txt", "user.none")
+
+
+def wav(seconds=1, rate=44100):
+    """A small 16-bit stereo PCM WAVE file of noise."""
+    import struct
+    data = os.urandom(rate * 4 * seconds)
+    fmt = struct.pack("<HHIIHH", 1, 2, rate, rate * 4, 4, 16)
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def test_history_records_the_call(tree, tmp_path):
+    image = tmp_path / "h.dwarfs"
+    hoard.create(tree, image, level=2, order="path")
+    with hoard.Image(image) as img:
+        [entry] = img.history()
+        assert entry["arguments"] == ["hoard.create", str(tree), str(image), "level=2", "order='path'"]
+        assert entry["git_desc"].startswith("hoard v")
+        assert entry["timestamp"] > 1_600_000_000 and entry["libraries"]
+    out = tmp_path / "r.dwarfs"
+    hoard.rewrite(image, out, level=1, no_history_timestamps=True)
+    with hoard.Image(out) as img:
+        first, second = img.history()
+        assert second["arguments"][:2] == ["hoard.rewrite", str(image)]
+        assert second["timestamp"] is None
+    hoard.create(tree, image, force=True, no_history=True)
+    with hoard.Image(image) as img:
+        assert img.history() == []
+
+
+def test_per_category_compression(tree, tmp_path):
+    (tree / "sound.wav").write_bytes(wav())
+    for compression in (["pcmaudio/waveform::flac:level=3", "zstd:level=5"],
+                        {"pcmaudio/waveform": "flac:level=3", None: "zstd:level=5"}):
+        image = tmp_path / "c.dwarfs"
+        hoard.create(tree, image, level=3, force=True, categorize=True, compression=compression,
+                     window_size={"pcmaudio/waveform": 0}, order=["path", "incompressible::none"])
+        with hoard.Image(image) as img:
+            assert "pcmaudio/waveform" in img.info()["categories"]
+            assert img.read("sound.wav") == (tree / "sound.wav").read_bytes()
+            assert img.check(full=True)["ok"]
+            assert "flac" in img.history()[0]["arguments"][-3]
+    with pytest.raises(ValueError, match="compression given twice without a category"):
+        hoard.create(tree, tmp_path / "x.dwarfs", compression=["zstd", "lz4"])
+    with pytest.raises(ValueError, match="window size bits 7 out of range"):
+        hoard.create(tree, tmp_path / "x.dwarfs", window_size=7)
+    # rewrite takes them too: the audio blocks come out as FLAC.
+    out = tmp_path / "r.dwarfs"
+    hoard.rewrite(image, out, compression={"pcmaudio/waveform": "flac:level=5", None: "lzma"})
+    with hoard.Image(out) as img:
+        assert img.read("sound.wav") == (tree / "sound.wav").read_bytes()
+
+
+def test_incompressible_settings(tree, tmp_path):
+    image = tmp_path / "i.dwarfs"
+    # Every file at least 1 byte is checked, and data counts as
+    # incompressible only when it does not shrink at all: the noise does.
+    hoard.create(tree, image, categorize="incompressible", incompressible_min_input_size=1,
+                 incompressible_block_size=4096, incompressible_fragments=True,
+                 incompressible_ratio=1.0, incompressible_zstd_level=1)
+    with hoard.Image(image) as img:
+        assert "incompressible" in img.info()["categories"]
+    # Files too small to be checked: nothing is incompressible.
+    hoard.create(tree, image, force=True, categorize="incompressible",
+                 incompressible_min_input_size=1 << 30)
+    with hoard.Image(image) as img:
+        assert "incompressible" not in img.info()["categories"]
+
+
+def test_input_list(tree, tmp_path):
+    image = tmp_path / "l.dwarfs"
+    hoard.create(tree, image, input_list=["readme.txt", "data/x.csv"])
+    with hoard.Image(image) as img:
+        assert sorted(img.listdir("/")) == ["data", "readme.txt"]
+        assert img.listdir("data") == ["x.csv"]
+    listing = tmp_path / "list.txt"
+    listing.write_text("empty\n")
+    hoard.create(tree, image, force=True, input_list=listing)
+    with hoard.Image(image) as img:
+        assert img.listdir("/") == ["empty"]
+
+
+def test_times(tree, tmp_path):
+    os.utime(tree / "readme.txt", ns=(1_700_000_123_456_789_000,) * 2)
+    image = tmp_path / "t.dwarfs"
+    hoard.create(tree, image, keep_all_times=True, time_resolution="ms")
+    with hoard.Image(image) as img:
+        assert img.stat("readme.txt").st_mtime_ns == 1_700_000_123_456_000_000
+    hoard.create(tree, image, force=True, time_resolution="min")
+    with hoard.Image(image) as img:
+        assert img.stat("readme.txt").st_mtime == 1_700_000_123 // 60 * 60
+    hoard.create(tree, image, force=True, set_time="2023-11-14T22:13:20")
+    with hoard.Image(image) as img:
+        assert img.stat("readme.txt").st_mtime == 1_700_000_000
+    with pytest.raises(ValueError, match="time-resolution"):
+        hoard.create(tree, tmp_path / "x.dwarfs", time_resolution="7ns")
+
+
+def test_xattr_filter(tree, tmp_path):
+    try:
+        os.setxattr(tree / "readme.txt", "user.keep", b"1")
+        os.setxattr(tree / "readme.txt", "user.drop", b"2")
+    except OSError:
+        pytest.skip("this file system takes no user extended attributes")
+    image = tmp_path / "x.dwarfs"
+    hoard.create(tree, image, xattr_filter=r"^user\.keep$")
+    with hoard.Image(image) as img:
+        assert img.listxattr("readme.txt") == ["user.keep"]
+    with pytest.raises(ValueError):
+        hoard.create(tree, tmp_path / "y.dwarfs", xattr_filter="(")

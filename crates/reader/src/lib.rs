@@ -24,6 +24,8 @@
 //!   overlayfs rules (one image is a stack of one), or a [`Set`] of
 //!   images side by side, opened on demand.
 //! * [`check`] — verification of a whole image.
+//! * [`extract`] — an image, or the entries matching patterns, written
+//!   into a directory.
 //! * [`damage`] — damage to an image with recovery data (see the
 //!   hoard-recovery crate): which bytes and files, and whether it can be
 //!   repaired. Opening such an image reads it through its recovery data,
@@ -36,6 +38,7 @@ pub mod cache;
 pub mod check;
 pub mod damage;
 mod error;
+pub mod extract;
 pub mod fs;
 #[doc(hidden)]
 pub mod fuzzing;

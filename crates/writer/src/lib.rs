@@ -23,6 +23,10 @@
 //!    encodes them;
 //! 7. `write_history`, then [`output`] renames the image file into place
 //!    when complete.
+//!
+//! [`parse`] and [`history`] serve the programs driving the writer (the
+//! command line, the Python package): option values given as text, and
+//! the history entry recording a run.
 
 pub mod archive;
 pub mod blocks;
@@ -33,10 +37,12 @@ pub mod delta;
 mod feed;
 pub mod filter;
 pub mod flatten;
+pub mod history;
 pub mod level;
 pub mod metadata;
 pub mod order;
 pub mod output;
+pub mod parse;
 pub mod pipeline;
 pub mod rewrite;
 pub mod scan;

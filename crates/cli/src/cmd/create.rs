@@ -2,16 +2,16 @@
 //! live progress display and a summary at the end. Exit status 2 when some
 //! entries could not be read (the image is still valid without them).
 
-use super::categorized::split;
 use super::create_args::CreateArgs;
 use super::progress::{human_bytes, with_display};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use hoard_format::write::PackOptions;
 use hoard_writer::categorize::{CategorizeOptions, Categorizer, IncompressibleOptions};
 use hoard_writer::chmod::Chmod;
 use hoard_writer::filter::Filter;
+use hoard_writer::history;
 use hoard_writer::level::Level;
-use hoard_writer::order::Order;
+use hoard_writer::parse::{parse_resolution, parse_time, Given, StreamOptions};
 use hoard_writer::{create, CreateOptions, Progress, Summary};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -57,52 +57,11 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     if let Some(b) = args.block_size_bits {
         o.block_size_bits = b;
     }
-    let compression = split("-C", &args.compression, |s| Ok(s.to_string()))?;
-    if let Some(c) = compression.general {
-        o.data_compression = c;
-    }
     if let Some(c) = &args.metadata_compression {
         o.metadata_compression = c.clone();
     }
     if let Some(c) = &args.schema_compression {
         o.schema_compression = c.clone();
-    }
-    let window_size = split("-W", &args.window_size, |v| {
-        let w: u32 = v
-            .parse()
-            .map_err(|_| anyhow!("window size '{v}' is not a number"))?;
-        if w != 0 && !(8..=30).contains(&w) {
-            bail!("window size bits {w} out of range (0, or 8 to 30)");
-        }
-        Ok(w)
-    })?;
-    if let Some(w) = window_size.general {
-        o.window_bits = w;
-    }
-    let window_step = split("-w", &args.window_step, |v| {
-        let w: u32 = v
-            .parse()
-            .map_err(|_| anyhow!("window step '{v}' is not a number"))?;
-        if w > 8 {
-            bail!("window step {w} out of range (0 to 8)");
-        }
-        Ok(w)
-    })?;
-    if let Some(w) = window_step.general {
-        o.window_step_shift = w;
-    }
-    let lookback = split("-B", &args.lookback, |v| {
-        v.parse::<usize>()
-            .map_err(|_| anyhow!("lookback '{v}' is not a number of blocks"))
-    })?;
-    if let Some(b) = lookback.general {
-        o.lookback = b;
-    }
-    let order = split("--order", &args.order, |v| {
-        Order::parse(v).map_err(anyhow::Error::msg)
-    })?;
-    if let Some(order) = order.general {
-        o.order = order;
     }
     if let Some(list) = &args.categorize {
         o.categorize = Some(CategorizeOptions {
@@ -117,22 +76,16 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
         });
         o.per_category = hoard_writer::level::category_defaults(args.level);
     }
-    let per_category = &mut o.per_category;
-    for (name, v) in compression.per_category {
-        per_category.entry(name).or_default().compression = Some(v);
+    let given = |option, values| Given { option, values };
+    StreamOptions {
+        compression: given("-C", &args.compression),
+        window_size: given("-W", &args.window_size),
+        window_step: given("-w", &args.window_step),
+        lookback: given("-B", &args.lookback),
+        order: given("--order", &args.order),
     }
-    for (name, v) in window_size.per_category {
-        per_category.entry(name).or_default().window_bits = Some(v);
-    }
-    for (name, v) in window_step.per_category {
-        per_category.entry(name).or_default().window_step_shift = Some(v);
-    }
-    for (name, v) in lookback.per_category {
-        per_category.entry(name).or_default().lookback = Some(v);
-    }
-    for (name, v) in order.per_category {
-        per_category.entry(name).or_default().order = Some(v);
-    }
+    .apply(&mut o)
+    .map_err(anyhow::Error::msg)?;
     o.category_names = !args.no_category_names;
     o.category_metadata = !args.no_category_names && !args.no_category_metadata;
     if let Some(n) = args.workers {
@@ -166,21 +119,23 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     if !args.filters.is_empty() {
         o.filter = Some(Filter::parse(&args.filters)?);
     }
-    let source_date_epoch = super::history::source_date_epoch()?;
-    let now = super::history::now()?;
+    let source_date_epoch = history::source_date_epoch().map_err(anyhow::Error::msg)?;
+    let now = history::now().map_err(anyhow::Error::msg)?;
     o.attrs.set_owner = args.set_owner;
     o.attrs.set_group = args.set_group;
     o.attrs.set_time = args
         .set_time
         .as_deref()
-        .map(|t| super::time::parse_time(t, now))
-        .transpose()?;
+        .map(|t| parse_time(t, now))
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     o.attrs.keep_all_times = args.keep_all_times;
     o.attrs.time_resolution_ns = args
         .time_resolution
         .as_deref()
-        .map(super::time::parse_resolution)
-        .transpose()?;
+        .map(parse_resolution)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     o.attrs.chmod = args
         .chmod
         .as_deref()
@@ -208,7 +163,8 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
         );
     }
     if !args.no_history {
-        o.history = Some(super::history::this_run(
+        o.history = Some(history::this_run(
+            std::env::args().collect(),
             (!args.no_history_timestamps).then_some(now.max(0) as u64),
         ));
     }

@@ -1,13 +1,11 @@
 //! The subcommands, one module each.
 
 mod cat;
-mod categorized;
 mod check;
 pub mod create;
 pub mod create_args;
 mod diff;
 mod extract;
-mod history;
 mod info;
 mod info_history;
 mod ls;

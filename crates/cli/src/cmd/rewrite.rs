@@ -2,13 +2,14 @@
 //! blocks and/or metadata, optionally rebuilding the metadata with new
 //! owner, time, permission and packing options.
 
-use super::categorized::split;
 use super::create_args::RewriteArgs;
 use super::progress::human_bytes;
 use anyhow::{anyhow, bail, Context, Result};
 use hoard_format::write::PackOptions;
 use hoard_writer::chmod::Chmod;
+use hoard_writer::history;
 use hoard_writer::level::Level;
+use hoard_writer::parse::{parse_time, split};
 use hoard_writer::rewrite::{rewrite, Rebuild, RewriteOptions};
 use hoard_writer::CreateOptions;
 use std::sync::atomic::AtomicBool;
@@ -30,7 +31,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         "none" => (false, false),
         other => bail!("--recompress '{other}': expected all, block, metadata or none"),
     };
-    let now = super::history::now()?;
+    let now = history::now().map_err(anyhow::Error::msg)?;
     let rebuild = args
         .rebuild_metadata
         .then(|| -> Result<Rebuild> {
@@ -40,8 +41,9 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
                 set_time: args
                     .set_time
                     .as_deref()
-                    .map(|t| super::time::parse_time(t, now).map(|t| t.max(0) as u64))
-                    .transpose()?,
+                    .map(|t| parse_time(t, now).map(|t| t.max(0) as u64))
+                    .transpose()
+                    .map_err(anyhow::Error::msg)?,
                 chmod: args
                     .chmod
                     .as_deref()
@@ -51,7 +53,8 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
             })
         })
         .transpose()?;
-    let compression = split("-C", &args.compression, |s| Ok(s.to_string()))?;
+    let compression =
+        split("-C", &args.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
     let options = RewriteOptions {
         input: input.clone(),
         offset: args.offset,
@@ -82,7 +85,10 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
             .memory_limit
             .map_or_else(hoard_writer::pipeline::default_memory_limit, |l| l as u64),
         history: (!args.no_history).then(|| {
-            super::history::this_run((!args.no_history_timestamps).then_some(now.max(0) as u64))
+            history::this_run(
+                std::env::args().collect(),
+                (!args.no_history_timestamps).then_some(now.max(0) as u64),
+            )
         }),
         section_index: !args.no_section_index,
         recovery: args.recovery,
@@ -130,7 +136,8 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
     o.flatten = args.inputs.clone();
     o.force = args.force;
-    let compression = split("-C", &args.compression, |s| Ok(s.to_string()))?;
+    let compression =
+        split("-C", &args.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
     if let Some(c) = compression.general {
         o.data_compression = c;
     }
@@ -149,9 +156,10 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
     o.recovery = args.recovery;
-    let now = super::history::now()?;
+    let now = history::now().map_err(anyhow::Error::msg)?;
     if !args.no_history {
-        o.history = Some(super::history::this_run(
+        o.history = Some(history::this_run(
+            std::env::args().collect(),
             (!args.no_history_timestamps).then_some(now.max(0) as u64),
         ));
     }

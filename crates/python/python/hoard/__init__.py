@@ -175,6 +175,31 @@ class Image:
         """The names of the extended attributes stored for ``path``."""
         return self._core.listxattr(_p(path), follow_symlinks)
 
+    def extract(self, dest, patterns=None, *, owners=None, xattrs=True, devices=True,
+                specials=True):
+        """Writes the image's tree, or the entries matching ``patterns``
+        (with the directories leading to them), into directory ``dest``
+        (created if missing), as ``hoard extract`` does: contents, hard
+        links, symlinks, modes, times, extended attributes (as root all of
+        them, otherwise ``user.*`` ones; none if not ``xattrs``), owners
+        (``owners``: by default only as root), devices (only as root; none
+        if not ``devices``), fifos and sockets (none if not ``specials``).
+
+        ``patterns`` is a glob or a list of globs matched against paths
+        relative to the image's root: ``*`` stays within one path
+        component, ``**`` crosses them, ``i:`` in front matches case
+        insensitively. Nothing is written outside ``dest``: an existing
+        symlink in the way is replaced, never followed. Raises
+        ``ValueError`` for an invalid pattern, ``OSError`` (with the
+        system's error number) when an entry cannot be written, and
+        ``ImageError`` when the image cannot be read. The GIL is released
+        while it works; files are written in parallel.
+        """
+        if isinstance(patterns, (str, bytes)):
+            patterns = [patterns]
+        patterns = [os.fsdecode(p) for p in patterns or []]
+        self._core.extract(os.fsdecode(os.fspath(dest)), patterns, owners, xattrs, devices, specials)
+
     def check(self, full=False):
         """Verifies the image as ``hoard check`` does (``full`` also reads
         every block and file). Returns a dict: ``ok``, ``problems`` (one
@@ -186,6 +211,13 @@ class Image:
         image_offset, file_size, block_size, blocks, inodes, total_fs_size,
         sections, categories, has_xattrs, has_recovery_data."""
         return self._core.info()
+
+    def history(self):
+        """Every write and rewrite of the image, oldest first, as dicts:
+        version, git_desc, system, compiler, arguments (the command line,
+        or the ``hoard.create``/``hoard.rewrite`` call), timestamp
+        (seconds, or None), libraries. Empty when none was recorded."""
+        return self._core.history()
 
     def _file_inode(self, path):
         ino = self._core.lookup(_p(path), True)
@@ -252,20 +284,44 @@ class ImageFile(io.RawIOBase):
         return self._size
 
 
+def _input_list(value):
+    """The ``input_list`` option as the bytes of a list file: the list's
+    paths one a line, or the contents of the file it names."""
+    if isinstance(value, (str, os.PathLike)):
+        with open(value, "rb") as f:
+            return f.read()
+    return b"\n".join(os.fsencode(p) for p in value) + b"\n"
+
+
 def create(source_dir, image_path, level=7, progress=None, **options):
     """Builds the image ``image_path`` from the directory (or tar/cpio
     archive) ``source_dir`` at compression ``level`` 0 to 9; returns a dict
     summary (files, original_bytes, image_bytes, warnings, ...).
 
     ``options`` are those of ``hoard create``, named as its long options
-    with ``_`` for ``-``: force, block_size_bits, compression,
-    metadata_compression, schema_compression, window_size, window_step,
-    max_lookback_blocks, order, categorize (True or a list string),
+    with ``_`` for ``-``: force, block_size_bits, metadata_compression,
+    schema_compression, categorize (True or a list string),
+    incompressible_min_input_size, incompressible_block_size,
+    incompressible_fragments, incompressible_ratio,
+    incompressible_zstd_level, no_category_names, no_category_metadata,
     num_workers, memory_limit (bytes), with_devices, with_specials,
-    remove_empty_dirs, no_xattrs, no_sparse_files, filter (list of rules),
-    set_owner, set_group, set_time (seconds), keep_all_times, chmod,
-    pack_metadata, no_section_index, recovery (percent), header (bytes or a
-    file path). Per-category values (``CATEGORY::VALUE``) are not taken.
+    remove_empty_dirs, no_xattrs, xattr_filter (a regular expression),
+    no_sparse_files, input_list (paths to pack, relative to
+    ``source_dir``: a list, or the path of a file listing them one a line),
+    filter (list of rules), set_owner, set_group, set_time (seconds,
+    ``"now"`` or an ISO 8601 date), keep_all_times, time_resolution
+    (``"ms"``, ``"15min"``, ...), chmod, pack_metadata, no_history,
+    no_history_timestamps, no_create_timestamp, no_section_index, recovery
+    (percent), header (bytes or a file path).
+
+    The per-stream options compression, window_size, window_step,
+    max_lookback_blocks and order take a value for every category, a list
+    of values and ``"CATEGORY::VALUE"`` strings (``["zstd:level=19",
+    "pcmaudio/waveform::flac:level=8"]``), or a dict from category to value
+    (``None`` for every category).
+
+    The image records this call in its history (function, paths, level,
+    options), as ``hoard create`` records its command line.
 
     ``progress``, if given, is called a few times a second with a dict
     (phase, entries_scanned, bytes_scanned, bytes_hashed, bytes_segmented,
@@ -273,6 +329,8 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     Ctrl-C, stops the build. The image is written to a temporary file and
     renamed into place when complete.
     """
+    if options.get("input_list") is not None:
+        options["input_list"] = _input_list(options["input_list"])
     return _hoard.create(source_dir, image_path, level, progress, options)
 
 
@@ -281,9 +339,11 @@ def rewrite(source, image_path, level=7, **options):
     codecs of ``level``; returns ``(blocks, input_bytes, output_bytes)``.
 
     ``options`` are those of ``hoard rewrite``: force, recompress ("all",
-    "block", "metadata", "none"), compression, metadata_compression,
-    schema_compression, image_offset, pack_metadata, num_workers,
-    memory_limit, no_section_index, recovery, header, and with
-    ``rebuild_metadata=True``: set_owner, set_group, set_time, chmod.
+    "block", "metadata", "none"), compression (per category as for
+    ``create``), metadata_compression, schema_compression, image_offset,
+    pack_metadata, num_workers, memory_limit, no_history,
+    no_history_timestamps, no_section_index, recovery, header, and with
+    ``rebuild_metadata=True``: set_owner, set_group, set_time, chmod. The
+    image records this call in its history.
     """
     return _hoard.rewrite(source, image_path, level, options)

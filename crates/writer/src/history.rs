@@ -1,24 +1,25 @@
-//! The history entry an image records for this run of hoard, and the
-//! clock it is stamped with (`SOURCE_DATE_EPOCH` when set).
+//! The history entry an image records for a run of hoard (the command
+//! line, or a call from the bindings), and the clock it is stamped with
+//! (`SOURCE_DATE_EPOCH` when set). The build's identity (git commit,
+//! branch, compiler) comes from this crate's build script.
 
-use anyhow::{anyhow, Result};
 use hoard_format::history::{HistoryEntry, ToolVersion};
 
 /// `SOURCE_DATE_EPOCH`, if set: the time reproducible builds stamp instead
 /// of now, and the latest time they store.
-pub fn source_date_epoch() -> Result<Option<i64>> {
+pub fn source_date_epoch() -> Result<Option<i64>, String> {
     match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(v) => v
             .trim()
             .parse::<i64>()
             .map(Some)
-            .map_err(|_| anyhow!("SOURCE_DATE_EPOCH '{v}' is not a number of seconds")),
+            .map_err(|_| format!("SOURCE_DATE_EPOCH '{v}' is not a number of seconds")),
         Err(_) => Ok(None),
     }
 }
 
 /// `SOURCE_DATE_EPOCH` if set, else the current time, in seconds.
-pub fn now() -> Result<i64> {
+pub fn now() -> Result<i64, String> {
     Ok(source_date_epoch()?.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -61,19 +62,19 @@ fn system_id() -> String {
     format!("{name} [{}]", std::env::consts::ARCH)
 }
 
-/// The history entry recording this run of hoard: version, system,
-/// compiler, command line, `timestamp` when given, and the versions of the
-/// compression libraries.
-pub fn this_run(timestamp: Option<u64>) -> HistoryEntry {
+/// The history entry recording a run of hoard: version, system, compiler,
+/// `arguments` (the command line, or what stands for it), `timestamp`
+/// when given, and the versions of the compression libraries.
+pub fn this_run(arguments: Vec<String>, timestamp: Option<u64>) -> HistoryEntry {
     HistoryEntry {
         version: tool_version(),
         system_id: system_id(),
         compiler_id: option_env!("HOARD_COMPILER_ID")
             .unwrap_or("rustc")
             .to_string(),
-        arguments: Some(std::env::args().collect()),
+        arguments: Some(arguments),
         timestamp,
-        library_versions: Some(hoard_writer::library_versions()),
+        library_versions: Some(crate::library_versions()),
     }
 }
 
@@ -83,7 +84,7 @@ mod tests {
 
     #[test]
     fn every_field_dwarfs_prints_is_present() {
-        let e = this_run(Some(7));
+        let e = this_run(vec!["hoard".into(), "create".into()], Some(7));
         let v = &e.version;
         assert!(v.git_desc.as_deref().unwrap().starts_with("hoard v"));
         assert!(v.is_release || v.git_branch.is_some());
@@ -91,6 +92,7 @@ mod tests {
         assert!(system.starts_with(char::is_uppercase), "{system}");
         assert!(system.ends_with(&format!(" [{}]", std::env::consts::ARCH)));
         assert!(e.compiler_id.starts_with("rustc"));
+        assert_eq!(e.arguments.unwrap(), ["hoard", "create"]);
         assert_eq!(e.timestamp, Some(7));
         assert!(!e.library_versions.unwrap().is_empty());
     }
