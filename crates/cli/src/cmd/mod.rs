@@ -53,9 +53,9 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-/// Opens the image named by `args`.
-pub fn open(args: &ImageArgs) -> Result<Filesystem> {
-    let options = FsOptions {
+/// How to open the image named by `args`: its offset and cache size.
+fn fs_options(args: &ImageArgs) -> FsOptions {
+    FsOptions {
         open: OpenOptions {
             offset: args.offset,
             no_mmap: false,
@@ -63,26 +63,21 @@ pub fn open(args: &ImageArgs) -> Result<Filesystem> {
         },
         cache_size: args.cache_size,
         ..FsOptions::default()
-    };
-    Filesystem::open(&args.image, &options)
+    }
+}
+
+/// Opens the image named by `args`.
+pub fn open(args: &ImageArgs) -> Result<Filesystem> {
+    Filesystem::open(&args.image, &fs_options(args))
         .with_context(|| format!("cannot open image '{}'", args.image.display()))
 }
 
 /// Opens the image named by `args` with the `layers` on it, as one
 /// stack (a stack of one without layers).
 pub fn open_view(args: &ImageArgs, layers: &LayerArgs) -> Result<Stack> {
-    let options = FsOptions {
-        open: OpenOptions {
-            offset: args.offset,
-            no_mmap: false,
-            image_size: None,
-        },
-        cache_size: args.cache_size,
-        ..FsOptions::default()
-    };
     let mut images = vec![args.image.clone()];
     images.extend(layers.layers.iter().cloned());
-    open_stack(&images, &options, layers.force_stack)
+    open_stack(&images, &fs_options(args), layers.force_stack)
 }
 
 /// Opens `images` as a stack, bottom layer first (one image is a stack
