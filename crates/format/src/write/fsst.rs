@@ -9,22 +9,20 @@
 //! save the most bytes. Two ways of proposing candidates are tried, and
 //! the table of any round that encodes the sample smallest is kept.
 
+use rustc_hash::FxBuildHasher;
 use std::collections::HashMap;
-use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 /// A symbol (1 to 8 bytes) as a map key: its bytes, and its length in the
 /// top byte; no allocation per lookup.
 type Key = u128;
 
 /// Maps keyed by symbols, with a fast hash (learning counts candidates
-/// at every position of the sample).
-type SymbolMap<V> = HashMap<Key, V, Xxh3DefaultBuilder>;
+/// at every position of the sample; the keys are not chosen by an
+/// adversary, so a multiply-rotate hash is enough).
+type SymbolMap<V> = HashMap<Key, V, FxBuildHasher>;
 
-fn key(symbol: &[u8]) -> Key {
-    let mut b = [0u8; 16];
-    b[..symbol.len()].copy_from_slice(symbol);
-    b[15] = symbol.len() as u8;
-    Key::from_le_bytes(b)
+fn key(symbol: Symbol) -> Key {
+    Key::from(symbol.word) | (symbol.len as Key) << 120
 }
 
 fn symbol_of(key: Key) -> Vec<u8> {
@@ -47,11 +45,21 @@ pub struct Encoder {
     codes: Codes,
 }
 
-/// The bytes of a symbol (up to 8) as a little-endian word.
+/// The first 8 bytes of `bytes` (fewer when it is shorter) as a
+/// little-endian word.
 fn word(bytes: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    b[..bytes.len()].copy_from_slice(bytes);
-    u64::from_le_bytes(b)
+    match bytes.first_chunk::<8>() {
+        Some(first) => u64::from_le_bytes(*first),
+        None => bytes.iter().rev().fold(0, |w, &b| (w << 8) | u64::from(b)),
+    }
+}
+
+/// A symbol found in a string: its bytes as a word (see [`word`]) and
+/// its length, 1 to 8.
+#[derive(Debug, Clone, Copy)]
+struct Symbol {
+    word: u64,
+    len: usize,
 }
 
 /// The low `len` bytes of a word.
@@ -83,32 +91,35 @@ impl Codes {
         Codes { by_first }
     }
 
-    /// The length and code of the longest symbol `rest` starts with.
-    fn longest(&self, rest: &[u8]) -> Option<(usize, u8)> {
+    /// The longest symbol `rest` (not empty) starts with and its code,
+    /// or its first byte and no code.
+    fn longest(&self, rest: &[u8]) -> (Symbol, Option<u8>) {
         let n = rest.len().min(8);
-        let w = word(&rest[..n]);
+        let w = word(rest);
         self.by_first[usize::from(rest[0])]
             .iter()
             .find(|&&(symbol, len, _)| len <= n && (w ^ symbol) & mask(len) == 0)
-            .map(|&(_, len, code)| (len, code))
+            .map_or(
+                (
+                    Symbol {
+                        word: w & 0xff,
+                        len: 1,
+                    },
+                    None,
+                ),
+                |&(word, len, code)| (Symbol { word, len }, Some(code)),
+            )
     }
 }
 
 /// Encodes `s` with `codes`, calling `emit` for each symbol used (or a
-/// byte escaped, as a one-byte "symbol" with `None` code).
-fn greedy(codes: &Codes, s: &[u8], mut emit: impl FnMut(&[u8], Option<u8>)) {
+/// byte escaped, as a one-byte symbol with `None` code).
+fn greedy(codes: &Codes, s: &[u8], mut emit: impl FnMut(Symbol, Option<u8>)) {
     let mut i = 0;
     while i < s.len() {
-        match codes.longest(&s[i..]) {
-            Some((len, code)) => {
-                emit(&s[i..i + len], Some(code));
-                i += len;
-            }
-            None => {
-                emit(&s[i..i + 1], None);
-                i += 1;
-            }
-        }
+        let (symbol, code) = codes.longest(&s[i..]);
+        emit(symbol, code);
+        i += symbol.len;
     }
 }
 
@@ -163,36 +174,57 @@ fn next_table(symbols: &[Vec<u8>], sample: &[&[u8]], scoring: Scoring) -> Vec<Ve
     let codes = index(symbols);
     let mut gain: SymbolMap<usize> = SymbolMap::default();
     for s in sample {
-        // The previous symbol, in a buffer with room for one more.
-        let mut prev = [0u8; 16];
-        let mut prev_len = 0usize;
+        let mut prev: Option<Symbol> = None;
         greedy(&codes, s, |sym, _| {
-            *gain.entry(key(sym)).or_default() += if sym.len() == 1 { 8 } else { sym.len() };
-            if prev_len > 0 {
-                if prev_len + sym.len() <= 8 {
-                    prev[prev_len..prev_len + sym.len()].copy_from_slice(sym);
-                    let pair = &prev[..prev_len + sym.len()];
-                    *gain.entry(key(pair)).or_default() += pair.len();
+            *gain.entry(key(sym)).or_default() += if sym.len == 1 { 8 } else { sym.len };
+            if let Some(prev) = prev {
+                let shift = 8 * prev.len as u32;
+                if prev.len + sym.len <= 8 {
+                    let pair = Symbol {
+                        word: prev.word | sym.word << shift,
+                        len: prev.len + sym.len,
+                    };
+                    *gain.entry(key(pair)).or_default() += pair.len;
                 }
-                if scoring.grow && sym.len() > 1 && prev_len < 8 {
-                    prev[prev_len] = sym[0];
-                    let grown = &prev[..prev_len + 1];
-                    *gain.entry(key(grown)).or_default() += grown.len();
+                if scoring.grow && sym.len > 1 && prev.len < 8 {
+                    let grown = Symbol {
+                        word: prev.word | (sym.word & 0xff) << shift,
+                        len: prev.len + 1,
+                    };
+                    *gain.entry(key(grown)).or_default() += grown.len;
                 }
             }
-            prev[..sym.len()].copy_from_slice(sym);
-            prev_len = sym.len();
+            prev = Some(sym);
         });
     }
-    let mut ranked: Vec<(Vec<u8>, usize)> =
-        gain.into_iter().map(|(k, g)| (symbol_of(k), g)).collect();
+    let mut ranked: Vec<(Key, usize)> = gain.into_iter().collect();
     // Most saved first; ties broken by the bytes for determinism.
-    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    ranked
-        .into_iter()
-        .take(MAX_SYMBOLS)
-        .map(|(s, _)| s)
-        .collect()
+    let order = |a: &(Key, usize), b: &(Key, usize)| {
+        let (x, y) = (a.0.to_le_bytes(), b.0.to_le_bytes());
+        b.1.cmp(&a.1)
+            .then_with(|| x[..usize::from(x[15])].cmp(&y[..usize::from(y[15])]))
+    };
+    if ranked.len() > MAX_SYMBOLS {
+        ranked.select_nth_unstable_by(MAX_SYMBOLS - 1, order);
+        ranked.truncate(MAX_SYMBOLS);
+    }
+    ranked.sort_unstable_by(order);
+    ranked.into_iter().map(|(k, _)| symbol_of(k)).collect()
+}
+
+/// The table of the rounds of `scoring` that encodes `sample` smallest,
+/// with that size.
+fn best_table(sample: &[&[u8]], scoring: Scoring) -> (usize, Vec<Vec<u8>>) {
+    let mut best = (usize::MAX, Vec::new());
+    let mut symbols: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..ROUNDS {
+        symbols = next_table(&symbols, sample, scoring);
+        let size = encoded_size(&index(&symbols), sample);
+        if size < best.0 {
+            best = (size, symbols.clone());
+        }
+    }
+    best
 }
 
 impl Encoder {
@@ -201,18 +233,21 @@ impl Encoder {
     /// wins.
     pub fn learn(strings: &[Vec<u8>]) -> Self {
         let sample = sample(strings);
-        let mut best: (usize, Vec<Vec<u8>>) = (encoded_size(&Codes::new(&[]), &sample), Vec::new());
-        for grow in [false, true] {
-            let mut symbols: Vec<Vec<u8>> = Vec::new();
-            for _ in 0..ROUNDS {
-                symbols = next_table(&symbols, &sample, Scoring { grow });
-                let size = encoded_size(&index(&symbols), &sample);
-                if size < best.0 {
-                    best = (size, symbols.clone());
-                }
-            }
-        }
-        let mut symbols = best.1;
+        let no_table = (encoded_size(&Codes::new(&[]), &sample), Vec::new());
+        // The two ways of scoring learn on a thread each.
+        let [plain, growing] = std::thread::scope(|scope| {
+            [false, true]
+                .map(|grow| {
+                    let sample = &sample;
+                    scope.spawn(move || best_table(sample, Scoring { grow }))
+                })
+                .map(|t| t.join().expect("learning a symbol table does not panic"))
+        });
+        // Ties go to the first, as in a sequential search.
+        let mut symbols = [plain, growing]
+            .into_iter()
+            .fold(no_table, |best, t| if t.0 < best.0 { t } else { best })
+            .1;
         // Codes follow the serialized order: lengths 2..=8, then 1.
         symbols.sort_by_key(|s| (if s.len() == 1 { 9 } else { s.len() }, s.clone()));
         Encoder {
@@ -226,10 +261,7 @@ impl Encoder {
         let mut out = Vec::with_capacity(s.len());
         greedy(&self.codes, s, |sym, code| match code {
             Some(c) => out.push(c),
-            None => {
-                out.push(ESCAPE);
-                out.push(sym[0]);
-            }
+            None => out.extend_from_slice(&[ESCAPE, sym.word as u8]),
         });
         out
     }
