@@ -12,7 +12,7 @@
 //! `distance` from the storage start of the value holding it.
 
 use super::thrift::{encode_struct, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// A value to freeze.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -440,9 +440,31 @@ fn write_seq(
     }
 }
 
+/// The layouts of a schema, each distinct layout once (as DwarFS writes
+/// them: many fields share one, e.g. every 32-bit integer).
+#[derive(Default)]
+struct Layouts {
+    list: Vec<Value>,
+    /// The encoded form of each layout in `list`, to its id.
+    ids: HashMap<Vec<u8>, usize>,
+}
+
+impl Layouts {
+    /// The id of `layout`, added if it is new.
+    fn intern(&mut self, layout: Value) -> i16 {
+        let next = self.list.len();
+        let id = *self.ids.entry(encode_struct(&layout)).or_insert(next);
+        if id == next {
+            self.list.push(layout);
+        }
+        // Ids past i16 are refused by `freeze` before the schema is used.
+        id as i16
+    }
+}
+
 /// Adds the layouts of `p` (and everything below it) to `layouts`;
 /// returns its id.
-fn schema_layout(p: &Placed, layouts: &mut Vec<Value>, root: bool) -> i16 {
+fn schema_layout(p: &Placed, layouts: &mut Layouts, root: bool) -> i16 {
     let mut fields = Vec::new();
     if let PlacedKind::Struct(fs) = &p.kind {
         for (id, (off, fp)) in fs {
@@ -457,13 +479,12 @@ fn schema_layout(p: &Placed, layouts: &mut Vec<Value>, root: bool) -> i16 {
         }
     }
     let size = if root { p.bits.div_ceil(8) } else { 0 };
-    layouts.push(Value::Struct(BTreeMap::from([
+    layouts.intern(Value::Struct(BTreeMap::from([
         (1, Value::I32(size as i32)),
         (2, Value::I16(p.bits as i16)),
         (3, Value::Map(fields)),
         (4, Value::Binary(Vec::new())),
-    ])));
-    (layouts.len() - 1) as i16
+    ])))
 }
 
 /// Why a value cannot be frozen.
@@ -514,8 +535,9 @@ pub fn freeze(root: &Frozen) -> Result<(Vec<u8>, Vec<u8>), FreezeError> {
             distance_bits = needed;
             continue;
         }
-        let mut layouts = Vec::new();
+        let mut layouts = Layouts::default();
         let root_id = schema_layout(&placed, &mut layouts, true);
+        let layouts = layouts.list;
         if layouts.len() > i16::MAX as usize {
             return Err(FreezeError::TooManyLayouts);
         }
