@@ -12,6 +12,7 @@ mod cmd;
 mod compat;
 mod generate;
 mod manifest;
+mod section_hash;
 
 /// The version and, when built from a git checkout, the commit:
 /// `0.1.0 (84a5946)` (see build.rs).
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
     // goes away (`hoard ls IMAGE | head`) instead of failing to print.
     // SAFETY: setting a signal's disposition to the default is always sound.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    section_hash::install();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let command = match compat::parse(&argv) {
         Ok(c) => c,

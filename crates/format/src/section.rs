@@ -318,8 +318,7 @@ fn xxh3_of(header_tail: &[u8], payload: &[u8]) -> u64 {
 }
 
 fn sha512_256_of(header_tail: &[u8], payload: &[u8]) -> [u8; 32] {
-    #[cfg(feature = "openssl")]
-    if let Some(digest) = openssl_sha512_256(header_tail, payload) {
+    if let Some(digest) = SHA512_256.get().and_then(|f| f(header_tail, payload)) {
         return digest;
     }
     let mut state = sha2::Sha512_256::new();
@@ -328,17 +327,17 @@ fn sha512_256_of(header_tail: &[u8], payload: &[u8]) -> [u8; 32] {
     state.finalize().into()
 }
 
-/// SHA-512/256 by OpenSSL, or `None` where it offers none (a build or a
-/// provider without it): then the pure-Rust hash serves.
-#[cfg(feature = "openssl")]
-fn openssl_sha512_256(header_tail: &[u8], payload: &[u8]) -> Option<[u8; 32]> {
-    use openssl::hash::{Hasher, MessageDigest};
-    static DIGEST: std::sync::OnceLock<Option<MessageDigest>> = std::sync::OnceLock::new();
-    let digest = (*DIGEST.get_or_init(|| MessageDigest::from_name("SHA512-256")))?;
-    let mut state = Hasher::new(digest).ok()?;
-    state.update(header_tail).ok()?;
-    state.update(payload).ok()?;
-    state.finish().ok()?.as_ref().try_into().ok()
+/// A SHA-512/256 of two byte strings one after the other, or `None` when
+/// it cannot serve (then the built-in `sha2` does).
+pub type Sha512_256 = fn(&[u8], &[u8]) -> Option<[u8; 32]>;
+
+static SHA512_256: std::sync::OnceLock<Sha512_256> = std::sync::OnceLock::new();
+
+/// Hashes sections with `hash` from now on, in place of the built-in
+/// pure-Rust `sha2` (a program may plug in a faster one, such as
+/// OpenSSL's); the first call wins.
+pub fn use_sha512_256(hash: Sha512_256) {
+    let _ = SHA512_256.set(hash);
 }
 
 /// Checks the fast XXH3-64 hash of a v2 section. `header` is the raw 64-byte
@@ -516,17 +515,6 @@ fn is_plausible_image_start(pos: u64, read_at: &mut dyn FnMut(u64, usize) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[cfg(feature = "openssl")]
-    #[test]
-    fn openssl_and_sha2_agree() {
-        let payload: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let mut state = sha2::Sha512_256::new();
-        state.update(b"tail");
-        state.update(&payload);
-        let expected: [u8; 32] = state.finalize().into();
-        assert_eq!(openssl_sha512_256(b"tail", &payload), Some(expected));
-    }
 
     #[test]
     fn v2_header_round_trips_and_verifies() {

@@ -1,21 +1,27 @@
 //! The `-l 0..9` presets: block size, codecs, segmenter window and order per
 //! level, as DwarFS's `mkdwarfs -H` table defines them (with zstd, lzma and
-//! lz4 all available), except for two choices measured to give smaller
+//! lz4 all available), except for choices measured to give smaller
 //! images in less time (see the writer's README):
 //!
-//! * where DwarFS orders by `nilsimsa` (levels 6 to 9) or `path` (levels 1
+//! * where DwarFS orders by `nilsimsa` (levels 6 to 8) or `path` (levels 1
 //!   and 2), hoard orders by `similarity` (extension, then reversed path),
 //!   which needs no digest and puts files that look alike side by side,
 //!   where even lz4's 64 KiB window finds them;
-//! * where DwarFS segments with 4 KiB windows (levels 3 to 9), hoard uses
-//!   1 KiB windows, with a step of a quarter window at levels 4 to 7;
+//! * at level 9, hoard orders by `name-nilsimsa`: the files of one name
+//!   together, and those groups by content as DwarFS's `nilsimsa` orders
+//!   files (smaller than both on a root file system and on many versions
+//!   of a tree);
+//! * where DwarFS segments with 4 KiB windows (levels 3 to 8), hoard uses
+//!   1 KiB windows, with a step of a quarter window at levels 4 to 7
+//!   (at level 9, lzma's 64 MiB window finds the short repeats itself,
+//!   and 4 KiB windows keep the chunk table small);
 //! * where DwarFS compresses blocks with zstd level 22 (levels 6 and 7),
 //!   hoard uses level 20: on 16 MiB blocks both search the whole block,
 //!   and level 20 costs less than half the time for 0.4% more bytes.
 //!
 //! Level 7 is the default.
 
-use crate::order::Order;
+use crate::order::{NilsimsaOptions, Order};
 use crate::pipeline::CategorySettings;
 use std::collections::BTreeMap;
 
@@ -106,9 +112,11 @@ const LEVELS: [Level; 10] = [
         "lzma:level=9",
         SCHEMA,
         "lzma:level=9",
-        10,
+        12,
         3,
-        Order::Similarity,
+        Order::NameNilsimsa {
+            options: NilsimsaOptions::DEFAULT,
+        },
     ),
 ];
 

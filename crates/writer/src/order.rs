@@ -10,6 +10,11 @@
 //!   together (all `.py`, then all `.so`, …), and within a kind the same
 //!   file from many versions of a tree side by side, its versions in the
 //!   order of the directories that hold them;
+//! * `name-nilsimsa[:max-children=N][:max-cluster-size=N]` — the files of
+//!   one name as a unit, as `revpath` within it (the versions of one file
+//!   side by side), and the units ordered as `nilsimsa` orders contents,
+//!   each by the digest of its largest content: kinds of data meet by
+//!   content, not by name;
 //! * `nilsimsa[:max-children=N][:max-cluster-size=N]` — DwarFS's order: by
 //!   the [`Nilsimsa`] digest of each content (a 256-bit summary of its
 //!   trigrams, computed while deduplicating), so that contents with close
@@ -47,6 +52,11 @@ pub enum Order {
     RevPath,
     /// By extension, name and content similarity.
     Similarity,
+    /// Files of one name as a unit, units by nilsimsa digest.
+    NameNilsimsa {
+        /// Limits of the clustering.
+        options: NilsimsaOptions,
+    },
     /// By nilsimsa digest: clustered, then nearest neighbours side by side.
     Nilsimsa {
         /// Limits of the clustering.
@@ -64,12 +74,17 @@ pub struct NilsimsaOptions {
     pub max_cluster_size: u32,
 }
 
+impl NilsimsaOptions {
+    /// DwarFS's defaults.
+    pub const DEFAULT: NilsimsaOptions = NilsimsaOptions {
+        max_children: 16384,
+        max_cluster_size: 16384,
+    };
+}
+
 impl Default for NilsimsaOptions {
     fn default() -> Self {
-        NilsimsaOptions {
-            max_children: 16384,
-            max_cluster_size: 16384,
-        }
+        NilsimsaOptions::DEFAULT
     }
 }
 
@@ -135,7 +150,8 @@ fn parse_count(s: &str) -> Option<u32> {
 }
 
 impl Order {
-    /// Parses `none`, `path`, `revpath`, `similarity` or
+    /// Parses `none`, `path`, `revpath`, `similarity`,
+    /// `name-nilsimsa[:OPTIONS]` or
     /// `nilsimsa[:max-children=N][:max-cluster-size=N]`.
     pub fn parse(s: &str) -> Result<Self, String> {
         let (name, opts) = s.split_once(':').unwrap_or((s, ""));
@@ -149,10 +165,15 @@ impl Order {
                     options: NilsimsaOptions::parse(opts)?,
                 })
             }
+            "name-nilsimsa" => {
+                return Ok(Order::NameNilsimsa {
+                    options: NilsimsaOptions::parse(opts)?,
+                })
+            }
             _ => {
                 return Err(format!(
-                    "unknown order '{name}' (none, path, revpath, similarity, nilsimsa)"
-                ))
+                "unknown order '{name}' (none, path, revpath, similarity, name-nilsimsa, nilsimsa)"
+            ))
             }
         };
         if !opts.is_empty() {
@@ -168,13 +189,14 @@ impl Order {
             Order::Path => "path",
             Order::RevPath => "revpath",
             Order::Similarity => "similarity",
+            Order::NameNilsimsa { .. } => "name-nilsimsa",
             Order::Nilsimsa { .. } => "nilsimsa",
         }
     }
 
     /// Whether this order uses the contents' [`Nilsimsa`] digests.
     pub fn needs_nilsimsa(self) -> bool {
-        matches!(self, Order::Nilsimsa { .. })
+        matches!(self, Order::Nilsimsa { .. } | Order::NameNilsimsa { .. })
     }
 }
 
@@ -435,8 +457,52 @@ pub fn order(tree: &Tree, contents: &[Content], order: Order) -> Vec<usize> {
                 .then_with(|| revpath_cmp(a, b))
         }),
         Order::Nilsimsa { options } => ids = order_nilsimsa(tree, contents, options),
+        Order::NameNilsimsa { options } => ids = order_name_nilsimsa(tree, contents, options),
     }
     ids
+}
+
+/// The `name-nilsimsa` order (see the module documentation).
+fn order_name_nilsimsa(tree: &Tree, contents: &[Content], options: NilsimsaOptions) -> Vec<usize> {
+    let path = |c: usize| tree.files[contents[c].files[0]].path.as_slice();
+    let mut ids: Vec<usize> = (0..contents.len()).collect();
+    ids.par_sort_unstable_by(|&a, &b| {
+        let (pa, pb) = (path(a), path(b));
+        base_name(pa)
+            .cmp(base_name(pb))
+            .then_with(|| revpath_cmp(pa, pb))
+            .then(a.cmp(&b))
+    });
+    // Units with their weight (bytes) and digest: that of their largest
+    // content, which stands for what most of the unit's bytes look like.
+    let mut units: Vec<(&[usize], u64, Option<Nilsimsa>)> = ids
+        .chunk_by(|&a, &b| base_name(path(a)) == base_name(path(b)))
+        .map(|unit| {
+            let weight = unit.iter().map(|&c| contents[c].size).sum();
+            let largest = unit.iter().rev().max_by_key(|&&c| contents[c].size);
+            (unit, weight, largest.and_then(|&c| contents[c].nilsimsa))
+        })
+        .collect();
+    // Heaviest first, then by name: the rank the clustering breaks ties by.
+    units.sort_by_key(|&(_, weight, _)| Reverse(weight));
+    let (without, with): (Vec<_>, Vec<_>) = units.into_iter().partition(|u| u.2.is_none());
+    let mut out: Vec<usize> = without.iter().flat_map(|u| u.0).copied().collect();
+    let bits: Vec<Nilsimsa> = with.iter().map(|u| u.2.unwrap_or_default()).collect();
+    let rank: Vec<u32> = (0..with.len() as u32).collect();
+    let weight: Vec<u64> = with.iter().map(|u| u.1).collect();
+    let clustering = Clustering {
+        bits: &bits,
+        rank: &rank,
+        weight: &weight,
+        max_children: options.max_children.max(1) as usize,
+        max_cluster_size: options.max_cluster_size.max(1) as usize,
+    };
+    if !with.is_empty() {
+        for u in clustering.cluster(rank.clone(), 128).items {
+            out.extend_from_slice(with[u as usize].0);
+        }
+    }
+    out
 }
 
 /// The `nilsimsa` order (see the module documentation).
@@ -732,6 +798,15 @@ mod tests {
             }
         );
         assert_eq!(Order::parse("similarity").unwrap(), Order::Similarity);
+        assert_eq!(
+            Order::parse("name-nilsimsa:max-children=8").unwrap(),
+            Order::NameNilsimsa {
+                options: NilsimsaOptions {
+                    max_children: 8,
+                    ..NilsimsaOptions::default()
+                }
+            }
+        );
         assert_eq!(Order::parse("revpath").unwrap(), Order::RevPath);
         for bad in [
             "random",
@@ -871,6 +946,39 @@ mod tests {
                 "app-1.0/test/models.py",
                 "app-1.0/lib/views.py",
             ]
+        );
+    }
+
+    #[test]
+    fn name_nilsimsa_order_keeps_names_together_and_meets_by_content() {
+        // Two versions of three files: `a.c` and `b.h` are alike, `z.c`
+        // is not like either; units of one name stay whole, in reversed
+        // path order, and the alike units sit side by side.
+        let like = text(7, 1500);
+        let mut other = like.clone();
+        other[200..205].copy_from_slice(b"EDIT!");
+        let unlike = text(9_999_999, 1500);
+        let paths = ["v1/a.c", "v2/a.c", "v1/z.c", "v2/z.c", "v1/b.h", "v2/b.h"];
+        let data = [&like, &other, &unlike, &unlike, &other, &like];
+        let tree = tree_of(&paths);
+        let contents: Vec<Content> = data
+            .iter()
+            .enumerate()
+            .map(|(i, d)| content(d.len() as u64, Some(nilsimsa(d)), i))
+            .collect();
+        let options = NilsimsaOptions::default();
+        let got: Vec<&str> = order(&tree, &contents, Order::NameNilsimsa { options })
+            .into_iter()
+            .map(|c| paths[c])
+            .collect();
+        let pairs: Vec<[&str; 2]> = got.chunks(2).map(|p| [p[0], p[1]]).collect();
+        assert!(pairs.contains(&["v1/a.c", "v2/a.c"]), "{got:?}");
+        assert!(pairs.contains(&["v1/b.h", "v2/b.h"]), "{got:?}");
+        assert!(pairs.contains(&["v1/z.c", "v2/z.c"]), "{got:?}");
+        let z = got.iter().position(|&p| p == "v1/z.c");
+        assert!(
+            z == Some(0) || z == Some(4),
+            "z.c between alike units: {got:?}"
         );
     }
 

@@ -45,7 +45,7 @@ pub struct CreateArgs {
     /// (`CATEGORY::N` for one category).
     #[arg(short = 'B', long = "max-lookback-blocks")]
     pub lookback: Vec<String>,
-    /// File order: none, path, revpath, similarity, nilsimsa
+    /// File order: none, path, revpath, similarity, name-nilsimsa, nilsimsa
     /// (`CATEGORY::ORDER` for one category).
     #[arg(long)]
     pub order: Vec<String>,
