@@ -333,11 +333,12 @@ fn every_level_and_codec_round_trips() {
         &["-l", "0"],
         &["-l", "1"],
         &["-l", "2"],
-        &["-l", "4"],
+        &["-l", "4", "--fsync"],
         &["-l", "6"],
         &["-l", "8"],
         &["-l", "9"],
         &["-C", "brotli:quality=5", "-S", "16", "--order=nilsimsa"],
+        &["-C", "zstd:level=1", "-S", "16", "--order=name-nilsimsa"],
         &[
             "-l",
             "3",
@@ -675,6 +676,7 @@ fn rewrite_recompresses_and_rebuilds_metadata() {
         "lzma:level=6",
         "--metadata-compression",
         "zstd:level=19",
+        "--fsync",
         "--no-progress",
     ]);
     assert_ok(&r, "rewrite");

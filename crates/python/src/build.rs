@@ -163,6 +163,7 @@ pub fn create<'py>(
     let arguments = opts.arguments("hoard.create", &[&source, &image_path], level)?;
     let mut o = CreateOptions::at_level(source, image_path, level_of(level)?);
     o.force = opts.flag("force")?;
+    o.fsync = opts.flag("fsync")?;
     if let Some(b) = opts.take("block_size_bits")? {
         o.block_size_bits = b;
     }
@@ -442,6 +443,7 @@ pub fn rewrite(
         offset,
         output: image_path,
         force: opts.flag("force")?,
+        fsync: opts.flag("fsync")?,
         data_compression: blocks.then(|| compression.general.unwrap_or_else(|| level.data.into())),
         per_category: compression.per_category,
         metadata_compression: metadata

@@ -140,7 +140,8 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
         .map(|fs| fs.block_size())
         .max()
         .unwrap_or(1 << 24);
-    let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?;
+    let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
+        .with_fsync(options.fsync);
     // Where each regular file's contents are: (layer, inode), by the
     // number its (never written) spool path is given.
     let mut located: Vec<(usize, u32)> = Vec::new();

@@ -34,6 +34,8 @@ pub struct CreateOptions {
     pub output: PathBuf,
     /// Overwrite an existing image.
     pub force: bool,
+    /// Flush the image to disk before renaming it into place.
+    pub fsync: bool,
     /// Block size, as a power of two.
     pub block_size_bits: u32,
     /// Block compression spec (`zstd:level=19`, ...).
@@ -110,6 +112,7 @@ impl CreateOptions {
             input,
             output,
             force: false,
+            fsync: false,
             block_size_bits: level.block_size_bits,
             data_compression: level.data.into(),
             metadata_compression: level.metadata.into(),
@@ -280,7 +283,8 @@ pub fn create(
     cancel: Arc<AtomicBool>,
 ) -> Result<Summary> {
     validate(options)?;
-    let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?;
+    let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
+        .with_fsync(options.fsync);
     progress.set(Phase::Scanning);
     let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;
@@ -312,6 +316,7 @@ pub fn create(
         streams: &streams,
     };
     let segmented = write_blocks(&mut image, options, &layout, progress, &cancel)?;
+    image.sync_in_background()?;
     summary.count_blocks(&segmented, &progress.blocks);
     check(&cancel)?;
     progress.set(Phase::Metadata);

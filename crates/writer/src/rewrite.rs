@@ -43,6 +43,8 @@ pub struct RewriteOptions {
     pub output: PathBuf,
     /// Overwrite an existing output.
     pub force: bool,
+    /// Flush the image to disk before renaming it into place.
+    pub fsync: bool,
     /// New block compression; `None` copies blocks as they are.
     pub data_compression: Option<String>,
     /// New block compression of the blocks of some categories (by
@@ -201,7 +203,8 @@ pub fn rewrite(
     let image = fs.image();
     let metadata = fs.metadata().map_err(reader_error)?;
     let block_size = metadata.block_size as usize;
-    let mut out = ImageFile::create(&options.output, options.force, options.header.as_deref())?;
+    let mut out = ImageFile::create(&options.output, options.force, options.header.as_deref())?
+        .with_fsync(options.fsync);
 
     let blocks: Vec<_> = image
         .sections()

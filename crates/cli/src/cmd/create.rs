@@ -54,6 +54,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
         Level::get(args.level).ok_or_else(|| anyhow!("level {} out of range", args.level))?;
     let mut o = CreateOptions::at_level(args.input.clone(), args.output.clone(), level);
     o.force = args.force;
+    o.fsync = args.fsync;
     if let Some(b) = args.block_size_bits {
         o.block_size_bits = b;
     }

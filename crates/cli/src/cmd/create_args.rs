@@ -16,6 +16,10 @@ pub struct CreateArgs {
     /// Overwrite an existing image.
     #[arg(short = 'f', long)]
     pub force: bool,
+    /// Flush the image to disk before renaming it into place (safe even
+    /// from a power failure right after; off, as for mkdwarfs).
+    #[arg(long)]
+    pub fsync: bool,
     /// Preset 0 (fastest) to 9 (smallest); see `hoard create --help`.
     #[arg(short = 'l', long = "compress-level", default_value_t = hoard_writer::level::DEFAULT_LEVEL,
           value_parser = clap::value_parser!(u8).range(0..=9))]
@@ -216,6 +220,9 @@ pub struct RewriteArgs {
     /// Overwrite an existing output.
     #[arg(short = 'f', long)]
     pub force: bool,
+    /// Flush the image to disk before renaming it into place.
+    #[arg(long)]
+    pub fsync: bool,
     /// Where the input image starts in its file: a byte offset or `auto`.
     #[arg(short = 'O', long = "image-offset", default_value = "auto")]
     pub offset: hoard_reader::ImageOffset,
@@ -291,6 +298,7 @@ impl CreateArgs {
             force_stack: false,
             output: self.output.clone(),
             force: self.force,
+            fsync: self.fsync,
             offset: hoard_reader::ImageOffset::Auto,
             level: self.level,
             recompress: what.to_string(),

@@ -60,6 +60,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         offset: args.offset,
         output: args.output.clone(),
         force: args.force,
+        fsync: args.fsync,
         data_compression: blocks.then(|| {
             compression
                 .general
@@ -136,6 +137,7 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
     o.flatten = args.inputs.clone();
     o.force = args.force;
+    o.fsync = args.fsync;
     let compression =
         split("-C", &args.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
     if let Some(c) = compression.general {

@@ -299,7 +299,7 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     summary (files, original_bytes, image_bytes, warnings, ...).
 
     ``options`` are those of ``hoard create``, named as its long options
-    with ``_`` for ``-``: force, block_size_bits, metadata_compression,
+    with ``_`` for ``-``: force, fsync, block_size_bits, metadata_compression,
     schema_compression, categorize (True or a list string),
     incompressible_min_input_size, incompressible_block_size,
     incompressible_fragments, incompressible_ratio,
@@ -338,7 +338,7 @@ def rewrite(source, image_path, level=7, **options):
     """Rewrites image ``source`` as ``image_path``, recompressing with the
     codecs of ``level``; returns ``(blocks, input_bytes, output_bytes)``.
 
-    ``options`` are those of ``hoard rewrite``: force, recompress ("all",
+    ``options`` are those of ``hoard rewrite``: force, fsync, recompress ("all",
     "block", "metadata", "none"), compression (per category as for
     ``create``), metadata_compression, schema_compression, image_offset,
     pack_metadata, num_workers, memory_limit, no_history,
