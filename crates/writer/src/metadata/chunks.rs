@@ -5,7 +5,6 @@ use super::inodes::{ContentIndex, Inodes};
 use crate::segment::Piece;
 use crate::tree::{Kind, Tree};
 use hoard_format::metadata::{Chunk, InodeSizeCache};
-use std::collections::HashMap;
 
 /// Files with at least this many chunks get their size cached (DwarFS's
 /// default).
@@ -28,7 +27,7 @@ pub(super) struct ChunkTables {
     /// The block number that marks hole chunks.
     pub(super) hole_block: u32,
     /// Size and allocated (non-hole) size of each content.
-    content_sizes: HashMap<usize, (u64, u64)>,
+    content_sizes: Vec<(u64, u64)>,
 }
 
 /// How holes are stored in chunks.
@@ -113,7 +112,7 @@ impl ChunkTables {
             large_holes: Vec::new(),
             any_hole: false,
             hole_block: blocks,
-            content_sizes: HashMap::new(),
+            content_sizes: vec![(0, 0); pieces.len()],
         };
         for (table_index, &c) in order.iter().enumerate() {
             let (size, allocated) = t.add_content(&pieces[c], &holes);
@@ -126,7 +125,7 @@ impl ChunkTables {
                         .insert(table_index as u32, allocated);
                 }
             }
-            t.content_sizes.insert(c, (size, allocated));
+            t.content_sizes[c] = (size, allocated);
         }
         t
     }
@@ -192,7 +191,7 @@ impl Totals {
                     t.allocated += target.len() as u64;
                 }
                 Kind::File { file } => {
-                    let (size, allocated) = chunks.content_sizes[&contents.of(*file)];
+                    let (size, allocated) = chunks.content_sizes[contents.of(*file)];
                     t.size += size;
                     t.allocated += allocated;
                     t.hardlinked += size * u64::from(tree.files[*file].links - 1);

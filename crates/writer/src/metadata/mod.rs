@@ -56,7 +56,7 @@ fn xattrs(tree: &Tree, inodes: &Inodes) -> Option<Xattrs> {
 #[inline(never)]
 pub fn build(inputs: &Inputs<'_>, options: &AttrOptions) -> Metadata {
     let tree = inputs.tree;
-    let contents = ContentIndex::new(inputs.deduped);
+    let contents = ContentIndex::new(inputs.deduped, tree.files.len());
     let walk = DirWalk::new(tree, &contents);
     let inodes = Inodes::number(tree, &walk, &contents, inputs.pieces);
     let dirs = DirTables::build(tree, &walk, &inodes);

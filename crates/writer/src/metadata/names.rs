@@ -34,7 +34,7 @@ impl DirTables {
             };
             dir_entries.push(DirEntry {
                 name_index,
-                inode_num: inodes.of_entry[&e],
+                inode_num: inodes.of_entry[e],
             });
         }
         let mut directories: Vec<Directory> = walk
@@ -42,9 +42,9 @@ impl DirTables {
             .iter()
             .zip(&walk.first_entry)
             .map(|(&d, &first_entry)| Directory {
-                parent_entry: walk.entry_of[&tree.entries[d].parent],
+                parent_entry: walk.entry_of[tree.entries[d].parent],
                 first_entry,
-                self_entry: walk.entry_of[&d],
+                self_entry: walk.entry_of[d],
             })
             .collect();
         directories.push(Directory {
