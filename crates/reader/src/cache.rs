@@ -189,6 +189,24 @@ impl BlockCache {
         })
     }
 
+    /// Block `number`, if it is cached and decoded at least up to byte
+    /// `end` (or whole): what [`BlockCache::get`] would return without
+    /// decoding anything. Counts as a use of the block.
+    pub fn get_decoded(&self, number: u32, end: usize) -> Option<Block> {
+        let key = self.key(number);
+        let block = {
+            let mut inner = self.lock();
+            let block = inner.slots.get(&key)?.slot.get()?.as_ref().ok()?.clone();
+            inner.used.insert(key, Instant::now());
+            block
+        };
+        let end = end.min(block.size());
+        block.covers(end).then_some(Block {
+            data: block,
+            len: end,
+        })
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.store.inner.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -836,6 +836,31 @@ impl Filesystem {
     /// Reads up to `buf.len()` bytes of regular file `ino` at `offset`;
     /// returns how many were read (less only at the end of the file).
     pub fn read(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_with(ino, offset, buf, |block, end| {
+            self.block_until(block, end).map(Some)
+        })
+        .map(|n| n.unwrap_or_else(|| unreachable!("every block is fetched")))
+    }
+
+    /// Like [`Filesystem::read`], but only from blocks already decoded in
+    /// the cache: `Ok(None)` when a block would have to be read or
+    /// decoded first (a caller that must not wait long, such as the FUSE
+    /// driver's request loop, then reads on another thread).
+    pub fn read_cached(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
+        self.read_with(ino, offset, buf, |block, end| {
+            Ok(self.cache.get_decoded(block, end))
+        })
+    }
+
+    /// Reads as [`Filesystem::read`] does, taking blocks from `fetch`
+    /// (block number, bytes needed); stops with `None` when it has none.
+    fn read_with(
+        &self,
+        ino: u32,
+        offset: u64,
+        buf: &mut [u8],
+        fetch: impl Fn(u32, usize) -> Result<Option<Block>>,
+    ) -> Result<Option<usize>> {
         let mut pos = 0u64; // file position of the current extent
         let mut done = 0usize;
         for i in self.chunk_range(ino)? {
@@ -860,7 +885,9 @@ impl Filesystem {
                     ..
                 } => {
                     let from = start as usize + skip as usize;
-                    let data = self.block_until(block, from + n)?;
+                    let Some(data) = fetch(block, from + n)? else {
+                        return Ok(None);
+                    };
                     let src = data.get(from..from + n).ok_or_else(|| {
                         corrupt!(
                             "inode {ino}: chunk reaches past the end of block {block} ({} bytes)",
@@ -873,7 +900,7 @@ impl Filesystem {
             done += n;
             pos += len;
         }
-        Ok(done)
+        Ok(Some(done))
     }
 
     /// Calls `sink` with the contents of regular file `ino`, extent by extent.

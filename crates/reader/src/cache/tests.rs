@@ -276,3 +276,31 @@ fn images_sharing_a_store_keep_their_blocks_apart_and_drop_them_when_closed() {
     assert!(first.bytes() < shared);
     assert!(first.progress(0).is_some());
 }
+
+#[test]
+fn get_decoded_answers_only_from_what_is_decoded() {
+    let size = (4 << 20) + 1000;
+    let data = sample(size);
+    let payload = zstd(&data);
+    let decoded = Arc::new(AtomicUsize::new(0));
+    let cache = BlockCache::new(64 << 20, DEFAULT_DECRATIO);
+    let open = || counting_zstd(&payload, &decoded);
+
+    assert!(cache.get_decoded(0, 10).is_none(), "nothing cached yet");
+    cache.get(0, 10, open, describe).unwrap();
+    let block = cache
+        .get_decoded(0, STEP)
+        .expect("the first step is decoded");
+    assert_eq!(&block[..], &data[..STEP]);
+    assert!(
+        cache.get_decoded(0, STEP + 1).is_none(),
+        "past what is decoded"
+    );
+    assert_eq!(
+        decoded.load(Ordering::SeqCst),
+        STEP,
+        "get_decoded decodes nothing"
+    );
+    cache.get(0, usize::MAX, open, describe).unwrap();
+    assert!(cache.get_decoded(0, usize::MAX).unwrap()[..] == data[..]);
+}
