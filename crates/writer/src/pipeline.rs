@@ -290,7 +290,7 @@ pub fn create(
     check(&cancel)?;
     // Spooled archive contents stay until the image is written.
     let _spool = scanned.spool;
-    let (tree, delta, _holes) = subtract_base(options, scanned.tree, progress)?;
+    let (mut tree, delta, _holes) = subtract_base(options, scanned.tree, progress)?;
     check(&cancel)?;
     let mut summary = Summary {
         counts: tree.counts(),
@@ -317,6 +317,7 @@ pub fn create(
     };
     let segmented = write_blocks(&mut image, options, &layout, progress, &cancel)?;
     image.sync_in_background()?;
+    tree.drop_paths();
     summary.count_blocks(&segmented, &progress.blocks);
     check(&cancel)?;
     progress.set(Phase::Metadata);

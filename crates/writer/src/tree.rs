@@ -107,6 +107,17 @@ impl Tree {
         parts.join(&b'/')
     }
 
+    /// Frees every file's source and image path: once the data is
+    /// written, the metadata needs neither, and on trees of many small
+    /// files their memory (about 100 bytes a file) is what the metadata
+    /// tables then take.
+    pub fn drop_paths(&mut self) {
+        for file in &mut self.files {
+            file.source = PathBuf::new();
+            file.path = Vec::new();
+        }
+    }
+
     /// Counts of directories, symlinks, regular file entries, devices and
     /// fifos/sockets.
     pub fn counts(&self) -> Counts {
