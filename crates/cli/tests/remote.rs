@@ -213,6 +213,55 @@ fn http_commands_equal_local_results() {
     commands_match_local(&server.url(), &fx);
 }
 
+#[test]
+fn opening_takes_a_few_requests_whatever_the_number_of_blocks() {
+    if !python_ok() {
+        return;
+    }
+    let fx = Fixture::new();
+    let blocks = ok(&hoard()
+        .args(["info", "--json", fx.image.to_str().unwrap()])
+        .output()
+        .unwrap());
+    let blocks: serde_json::Value = serde_json::from_str(&blocks).unwrap();
+    let blocks = blocks["blocks"].as_u64().unwrap();
+    assert!(blocks >= 20, "the image has {blocks} blocks");
+    let server = RangeServer::start(&fx.image).expect("range server starts");
+    let url = server.url();
+    // Opening and listing reads no block: the block headers wait for
+    // their blocks.
+    let listing = ok(&remote_hoard(&["ls", "-R", &url]));
+    assert!(listing.contains("sub/deeper/small"), "{listing}");
+    let requests = server.stats()["requests"].as_u64().unwrap();
+    assert!(
+        requests <= 4,
+        "{requests} requests to open and list {blocks} blocks"
+    );
+    // Reading one small file fetches its block, header and all, at once.
+    server.control("/__reset");
+    let small = ok(&remote_hoard(&["cat", &url, "sub/deeper/small"]));
+    assert_eq!(small, "hello remote\n");
+    let requests = server.stats()["requests"].as_u64().unwrap();
+    assert!(
+        requests <= 5,
+        "{requests} requests to open and read one block"
+    );
+    // What needs every header still has them: check and info.
+    ok(&remote_hoard(&["check", "--full", &url]));
+    let info = ok(&remote_hoard(&["info", "--json", &url]));
+    let local = ok(&hoard()
+        .args(["info", "--json", fx.image.to_str().unwrap()])
+        .output()
+        .unwrap());
+    let strip = |text: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+        v.as_object_mut().unwrap().remove("remote");
+        v.as_object_mut().unwrap().remove("image");
+        v
+    };
+    assert_eq!(strip(&info), strip(&local));
+}
+
 /// Mounts `url` with extra `-o` options; the guard unmounts.
 fn mount(url: &str, mnt: &Path, extra: &str) -> common::FuseMount {
     std::fs::create_dir_all(mnt).unwrap();

@@ -108,7 +108,7 @@ pub fn serve(
         let images = view.images();
         pool.spawn(move || {
             for fs in images {
-                for b in 0..fs.blocks().len() as u32 {
+                for b in 0..fs.block_count() as u32 {
                     let _ = fs.block(b);
                 }
             }

@@ -374,7 +374,7 @@ impl Image {
         dict.set_item("image_offset", image.offset())?;
         dict.set_item("file_size", image.file_size())?;
         dict.set_item("block_size", fs.block_size())?;
-        dict.set_item("blocks", fs.blocks().len())?;
+        dict.set_item("blocks", fs.block_count())?;
         dict.set_item("inodes", fs.layout().count)?;
         dict.set_item("total_fs_size", fs.total_fs_size())?;
         let sections: Vec<String> = image
@@ -383,7 +383,7 @@ impl Image {
             .map(|s| s.header.kind.name())
             .collect();
         dict.set_item("sections", sections)?;
-        let mut categories: Vec<&str> = (0..fs.blocks().len() as u32)
+        let mut categories: Vec<&str> = (0..fs.block_count() as u32)
             .filter_map(|b| fs.block_category(b))
             .collect();
         categories.sort_unstable();

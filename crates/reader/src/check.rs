@@ -120,7 +120,7 @@ pub fn check_filesystem(fs: &Filesystem, full: bool) -> Report {
     if full && report.problems.len() == before {
         check_data(fs, &mut report);
     }
-    report.blocks = fs.blocks().len();
+    report.blocks = fs.block_count();
     report.inodes = fs.layout().count as usize;
     report
 }
@@ -178,7 +178,7 @@ fn parent_path(path: &[u8]) -> &[u8] {
 
 /// Decompresses every block and reads every regular file completely.
 fn check_data(fs: &Filesystem, report: &mut Report) {
-    let problems: Vec<String> = (0..fs.blocks().len() as u32)
+    let problems: Vec<String> = (0..fs.block_count() as u32)
         .into_par_iter()
         .filter_map(|b| fs.block(b).err().map(|e| e.to_string()))
         .collect();

@@ -101,7 +101,11 @@ pub struct Filesystem {
     /// The schema payload, kept for [`Filesystem::metadata`].
     schema: Vec<u8>,
     layout: InodeLayout,
+    /// As listed at open: a remote image's may be pending (see
+    /// [`Section::pending`]); reads resolve them.
     blocks: Vec<Section>,
+    /// `blocks` with their headers, at the first [`Filesystem::blocks`].
+    resolved_blocks: OnceLock<Vec<Section>>,
     cache: BlockCache,
     /// The whole metadata, decoded at the first [`Filesystem::metadata`].
     decoded: OnceLock<Result<Metadata>>,
@@ -179,7 +183,7 @@ impl Filesystem {
         }
         let layout = InodeLayout::from_tables(&tables)?;
         let blocks: Vec<Section> = image
-            .sections()
+            .listed_sections()
             .iter()
             .filter(|s| s.header.kind == SectionType::BLOCK)
             .cloned()
@@ -190,6 +194,7 @@ impl Filesystem {
             schema,
             layout,
             blocks,
+            resolved_blocks: OnceLock::new(),
             cache,
             decoded: OnceLock::new(),
             nlinks: OnceLock::new(),
@@ -296,9 +301,26 @@ impl Filesystem {
         &self.layout
     }
 
-    /// The block sections, in block-number order.
+    /// The block sections, in block-number order, each with its header
+    /// (on a remote image the first call reads the headers not read yet;
+    /// [`Filesystem::block_count`] reads nothing).
     pub fn blocks(&self) -> &[Section] {
-        &self.blocks
+        if !self.blocks.iter().any(|s| s.pending) {
+            return &self.blocks;
+        }
+        self.resolved_blocks.get_or_init(|| {
+            self.image
+                .sections()
+                .iter()
+                .filter(|s| s.header.kind == SectionType::BLOCK)
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// The number of blocks.
+    pub fn block_count(&self) -> usize {
+        self.blocks.len()
     }
 
     /// The block cache.

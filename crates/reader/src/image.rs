@@ -55,6 +55,11 @@ pub struct Section {
     /// damaged but whose place the (sound) section index gives, so the
     /// rest of the image stays readable.
     pub damaged: Option<String>,
+    /// The header is not read yet (a BLOCK of a remote image, listed from
+    /// the section index): its place, size, kind and number are known, its
+    /// compression and checksums are read with its payload, in the same
+    /// request. [`Image::sections`] lists every section with its header.
+    pub pending: bool,
 }
 
 impl Section {
@@ -87,6 +92,9 @@ pub struct Image {
     offset: u64,
     version: Version,
     sections: Vec<Section>,
+    /// `sections` with every pending header read, at the first
+    /// [`Image::sections`] of an image that has pending ones.
+    resolved: std::sync::OnceLock<Vec<Section>>,
     used_index: bool,
     index_problem: Option<String>,
 }
@@ -203,6 +211,7 @@ impl Image {
             offset,
             version,
             sections: Vec::new(),
+            resolved: std::sync::OnceLock::new(),
             used_index: false,
             index_problem: None,
         };
@@ -288,6 +297,7 @@ impl Image {
             header,
             offset: pos,
             damaged: None,
+            pending: false,
         };
         let end = section.payload_offset().checked_add(section.header.length);
         if end.is_none_or(|e| e > self.source.len()) {
@@ -333,10 +343,17 @@ impl Image {
             return Err(corrupt!("section index does not end with itself"));
         }
         self.prefetch_listed(&entries, end);
+        // A remote image's block headers are read with their blocks: an
+        // open then costs a few requests, however many blocks there are.
+        let lazy_blocks = self.source.remote().is_some();
         let mut sections = Vec::with_capacity(entries.len());
         for (i, entry) in entries.iter().enumerate() {
             let pos = self.offset + entry.offset;
             let next = entries.get(i + 1).map_or(end, |n| self.offset + n.offset);
+            if lazy_blocks && entry.kind == SectionType::BLOCK {
+                sections.push(self.pending_block(i as u32, pos, next)?);
+                continue;
+            }
             let section = match self.section_at(pos) {
                 Ok(s)
                     if s.header.kind == entry.kind
@@ -373,10 +390,9 @@ impl Image {
         Ok(Some(sections))
     }
 
-    /// Asks a remote source for what opening reads next, all at once: the
-    /// header of every block (with its payload's first bytes, which
-    /// declare its size) and every other section but recovery data whole
-    /// (the metadata, which opening loads). Local sources ignore it.
+    /// Asks a remote source for what opening reads next, all at once:
+    /// every section but blocks and recovery data, whole (the metadata,
+    /// which opening loads). Local sources ignore it.
     fn prefetch_listed(&self, entries: &[section::IndexEntry], end: u64) {
         if self.source.remote().is_none() {
             return;
@@ -390,9 +406,7 @@ impl Image {
                     .get(i + 1)
                     .map_or(end, |n| self.offset.saturating_add(n.offset));
                 match entry.kind {
-                    SectionType::BLOCK => {
-                        pos..pos.saturating_add(V2_HEADER_SIZE as u64 + 64).min(next)
-                    }
+                    SectionType::BLOCK => pos..pos,
                     _ if entry.kind == hoard_recovery::SECTION_TYPE => pos..pos,
                     _ => pos..next,
                 }
@@ -414,6 +428,69 @@ impl Image {
             {
                 let _ = self.verified_payload(s);
             }
+        }
+    }
+
+    /// BLOCK section `number` at `pos` as the section index gives it, its
+    /// header not read yet (see [`Section::pending`]).
+    fn pending_block(&self, number: u32, pos: u64, next: u64) -> Result<Section> {
+        let mut section = self.damaged_block(number, pos, next)?;
+        section.damaged = None;
+        section.pending = true;
+        Ok(section)
+    }
+
+    /// The header of `section`, read and checked against what the section
+    /// index said if it was pending (with the whole section, in one
+    /// request from a remote source).
+    fn header_of<'a>(&self, section: &'a Section) -> Result<Cow<'a, SectionHeader>> {
+        if !section.pending {
+            return Ok(Cow::Borrowed(&section.header));
+        }
+        self.source
+            .prefetch(std::slice::from_ref(&(section.offset..section.end())));
+        self.pending_header(section).map(Cow::Owned)
+    }
+
+    /// Reads the header of pending `section` alone and checks it against
+    /// what the section index said.
+    fn pending_header(&self, section: &Section) -> Result<SectionHeader> {
+        let read = self.section_at(section.offset)?;
+        let expected = &section.header;
+        if read.header.kind != expected.kind
+            || read.header.number != expected.number
+            || read.header.length != expected.length
+        {
+            return Err(corrupt!(
+                "section index entry {} does not match the section at offset {}",
+                expected.number.unwrap_or_default(),
+                section.offset
+            ));
+        }
+        Ok(read.header)
+    }
+
+    /// `section` with its header read, if it was pending; a header that
+    /// cannot be read makes it a damaged stand-in, as at open.
+    fn resolve(&self, section: &Section) -> Section {
+        if !section.pending {
+            return section.clone();
+        }
+        match self.pending_header(section) {
+            Ok(header) => Section {
+                header,
+                pending: false,
+                ..section.clone()
+            },
+            Err(e) => Section {
+                damaged: Some(format!(
+                    "BLOCK section {} at offset {}: {e}",
+                    section.header.number.unwrap_or_default(),
+                    section.offset
+                )),
+                pending: false,
+                ..section.clone()
+            },
         }
     }
 
@@ -440,6 +517,7 @@ impl Image {
             damaged: Some(format!(
                 "BLOCK section {number} at offset {pos}: its header is damaged"
             )),
+            pending: false,
         })
     }
 
@@ -466,8 +544,30 @@ impl Image {
         self.source.len()
     }
 
-    /// All sections, in file order.
+    /// All sections, in file order, each with its header (on a remote
+    /// image, the first call reads the block headers not read yet, all
+    /// together).
     pub fn sections(&self) -> &[Section] {
+        if !self.sections.iter().any(|s| s.pending) {
+            return &self.sections;
+        }
+        self.resolved.get_or_init(|| {
+            let pending: Vec<_> = self
+                .sections
+                .iter()
+                .filter(|s| s.pending)
+                // With the payload's first bytes, which declare its size.
+                .map(|s| s.offset..(s.payload_offset() + 64).min(s.end()))
+                .collect();
+            self.source.prefetch(&pending);
+            self.sections.iter().map(|s| self.resolve(s)).collect()
+        })
+    }
+
+    /// All sections as listed at open: on a remote image, blocks may be
+    /// [`Section::pending`] (every method of the image reads their header
+    /// when it needs it).
+    pub fn listed_sections(&self) -> &[Section] {
         &self.sections
     }
 
@@ -497,6 +597,12 @@ impl Image {
     /// From a remote source only the payload's first bytes are fetched,
     /// which holds the size for every codec but LZMA (`None` there).
     pub fn uncompressed_size(&self, section: &Section) -> Option<u64> {
+        let header = self.header_of(section).ok()?;
+        let section = &Section {
+            header: header.into_owned(),
+            pending: false,
+            ..section.clone()
+        };
         let payload = match self.source.remote() {
             Some(_) if section.header.compression == Compression::NONE => {
                 return Some(section.header.length)
@@ -524,13 +630,23 @@ impl Image {
     /// A remote source is told whether the bytes were right; bytes that
     /// were not are fetched once more before giving up.
     pub fn verified_payload(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
+        self.verified(section).map(|(_, payload)| payload)
+    }
+
+    /// The header (read now if it was pending) and the payload of a
+    /// section after checking its XXH3-64 hash.
+    ///
+    /// A remote source is told whether the bytes were right; bytes that
+    /// were not are fetched once more before giving up.
+    fn verified(&self, section: &Section) -> Result<(SectionHeader, Cow<'_, [u8]>)> {
         let attempts = if self.source.remote().is_some() { 2 } else { 1 };
         let mut result = Err(corrupt!("no attempt"));
         for _ in 0..attempts {
-            let payload = self.raw_payload(section)?;
-            result = section::verify_xxh3(&section.header, &self.raw_header(section)?, &payload)
-                .map(|()| payload)
-                .map_err(Error::from);
+            result = self.header_of(section).and_then(|header| {
+                let payload = self.raw_payload(section)?;
+                section::verify_xxh3(&header, &self.raw_header(section)?, &payload)?;
+                Ok((header.into_owned(), payload))
+            });
             self.source
                 .checked(section.offset..section.end(), result.is_ok());
             if result.is_ok() {
@@ -547,16 +663,17 @@ impl Image {
 
     /// Checks the SHA-512/256 hash of a section (v2.2+; older sections pass).
     pub fn verify_sha(&self, section: &Section) -> Result<()> {
+        let header = self.header_of(section)?;
         let payload = self.raw_payload(section)?;
-        section::verify_sha512_256(&section.header, &self.raw_header(section)?, &payload)?;
+        section::verify_sha512_256(&header, &self.raw_header(section)?, &payload)?;
         Ok(())
     }
 
     /// The decompressed payload of a section, hash-checked, refusing more
     /// than `max_size` bytes of output.
     pub fn load(&self, section: &Section, max_size: usize) -> Result<Vec<u8>> {
-        let payload = self.verified_payload(section)?;
-        hoard_codec::decompress(section.header.compression, &payload, max_size)
+        let (header, payload) = self.verified(section)?;
+        hoard_codec::decompress(header.compression, &payload, max_size)
             .map_err(|e| section.decode_error(e))
     }
 
@@ -567,8 +684,8 @@ impl Image {
         section: &Section,
         max_size: usize,
     ) -> Result<Box<dyn hoard_codec::PartialDecoder>> {
-        let payload = self.verified_payload(section)?;
-        hoard_codec::partial_decoder(section.header.compression, &payload, max_size)
+        let (header, payload) = self.verified(section)?;
+        hoard_codec::partial_decoder(header.compression, &payload, max_size)
             .map_err(|e| section.decode_error(e))
     }
 

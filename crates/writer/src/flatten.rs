@@ -128,7 +128,7 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     let stack = open(&options.flatten)?;
     let layers = stack.layers();
     for (fs, path) in layers.iter().zip(&options.flatten) {
-        if (0..fs.blocks().len() as u32).any(|b| fs.block_category(b).is_some()) {
+        if (0..fs.block_count() as u32).any(|b| fs.block_category(b).is_some()) {
             return Err(Error::Input(format!(
                 "{}: its blocks have categories, which reused blocks would lose (recompress instead)",
                 path.display()

@@ -194,7 +194,7 @@ fn collect(fs: &Filesystem) -> Result<Value> {
         "recovery_percent": image.recovery().map(|(r, _)| r.layout().percent),
         "sections": image.sections().len(),
         "block_size": meta.block_size,
-        "blocks": fs.blocks().len(),
+        "blocks": fs.block_count(),
         "blocks_by_compression": grouped(by_codec),
         "blocks_by_category": meta.block_categories.is_some().then(|| grouped(by_category)),
         "compressed_block_bytes": all_blocks.compressed,
