@@ -490,19 +490,33 @@ fn order_name_nilsimsa(tree: &Tree, contents: &[Content], options: NilsimsaOptio
     let bits: Vec<Nilsimsa> = with.iter().map(|u| u.2.unwrap_or_default()).collect();
     let rank: Vec<u32> = (0..with.len() as u32).collect();
     let weight: Vec<u64> = with.iter().map(|u| u.1).collect();
+    for u in clustered(&bits, &rank, &weight, options) {
+        out.extend_from_slice(with[u as usize].0);
+    }
+    out
+}
+
+/// The indices of `bits` in the order the `nilsimsa` clustering gives
+/// them (`rank` breaks ties, `weight` orders the clusters).
+fn clustered(
+    bits: &[Nilsimsa],
+    rank: &[u32],
+    weight: &[u64],
+    options: NilsimsaOptions,
+) -> Vec<u32> {
+    if bits.is_empty() {
+        return Vec::new();
+    }
     let clustering = Clustering {
-        bits: &bits,
-        rank: &rank,
-        weight: &weight,
+        bits,
+        rank,
+        weight,
         max_children: options.max_children.max(1) as usize,
         max_cluster_size: options.max_cluster_size.max(1) as usize,
     };
-    if !with.is_empty() {
-        for u in clustering.cluster(rank.clone(), 128).items {
-            out.extend_from_slice(with[u as usize].0);
-        }
-    }
-    out
+    clustering
+        .cluster((0..bits.len() as u32).collect(), 128)
+        .items
 }
 
 /// The `nilsimsa` order (see the module documentation).
@@ -548,19 +562,9 @@ fn order_nilsimsa(tree: &Tree, contents: &[Content], options: NilsimsaOptions) -
         .iter()
         .map(|&(s, _)| contents[with[s]].size)
         .collect();
-    let clustering = Clustering {
-        bits: &bits,
-        rank: &rank,
-        weight: &weight,
-        max_children: options.max_children.max(1) as usize,
-        max_cluster_size: options.max_cluster_size.max(1) as usize,
-    };
-    if !groups.is_empty() {
-        let all: Vec<u32> = (0..groups.len() as u32).collect();
-        for g in clustering.cluster(all, 128).items {
-            let (s, e) = groups[g as usize];
-            out.extend_from_slice(&with[s..e]);
-        }
+    for g in clustered(&bits, &rank, &weight, options) {
+        let (s, e) = groups[g as usize];
+        out.extend_from_slice(&with[s..e]);
     }
     out
 }
