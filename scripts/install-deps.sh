@@ -8,8 +8,6 @@ need=()
 command -v python3 >/dev/null || need+=(python3)
 command -v cc >/dev/null || need+=(build-essential)
 command -v pkg-config >/dev/null || need+=(pkg-config)
-# The hoard binary hashes sections with OpenSSL's libcrypto.
-dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
 # libflac-sys builds libFLAC from source with cmake.
 command -v cmake >/dev/null || need+=(cmake)
 command -v fusermount3 >/dev/null || need+=(fuse3)

@@ -191,3 +191,62 @@ fn a_closed_output_pipe_stops_quietly() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A damaged block header (block headers are read with their blocks, not
+/// at open) fails the files with data in that block, with a one-line
+/// error, and no other: the image opens, lists and reads the rest, and
+/// `check` names the block. (Block 0's header is the image's first: an
+/// image found by its first header cannot lose it.)
+#[test]
+fn a_damaged_block_header_fails_only_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    // Noise is stored as it is: 64 KiB blocks of 64 + 65,536 bytes each.
+    for i in 0..4 {
+        std::fs::write(tree.join(format!("f{i}")), noise(150_000, i + 1)).unwrap();
+    }
+    let image = create_image(&tree, &dir.path().join("i.dwarfs"), &["-S", "16", "-l1"]);
+    let mut bytes = std::fs::read(&image).unwrap();
+    let block1 = 64 + 65_536;
+    assert_eq!(&bytes[block1..block1 + 6], b"DWARFS", "block 1's header");
+    bytes[block1 + 48] ^= 0x5a; // its section number
+    std::fs::write(&image, &bytes).unwrap();
+    let path = image.to_str().unwrap();
+
+    let listed = run(&["ls", path]);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let mut failed = Vec::new();
+    for i in 0..4u64 {
+        let name = format!("f{i}");
+        let out = run(&["cat", path, &name]);
+        if out.status.success() {
+            assert!(
+                out.stdout == noise(150_000, i + 1),
+                "{name} read wrong bytes"
+            );
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+            failed.push(name);
+        }
+    }
+    assert_eq!(
+        failed.len(),
+        1,
+        "only the file in block 1 fails: {failed:?}"
+    );
+
+    let check = run(&["check", path]);
+    assert!(!check.status.success(), "check passed a damaged image");
+    let report = String::from_utf8_lossy(&check.stdout).into_owned()
+        + &String::from_utf8_lossy(&check.stderr);
+    assert!(
+        report.contains("offset 65600"),
+        "check names the block: {report}"
+    );
+}

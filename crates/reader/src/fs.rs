@@ -101,7 +101,7 @@ pub struct Filesystem {
     /// The schema payload, kept for [`Filesystem::metadata`].
     schema: Vec<u8>,
     layout: InodeLayout,
-    /// As listed at open: a remote image's may be pending (see
+    /// As listed at open: blocks listed from the section index are pending (see
     /// [`Section::pending`]); reads resolve them.
     blocks: Vec<Section>,
     /// `blocks` with their headers, at the first [`Filesystem::blocks`].
@@ -302,7 +302,7 @@ impl Filesystem {
     }
 
     /// The block sections, in block-number order, each with its header
-    /// (on a remote image the first call reads the headers not read yet;
+    /// (the first call reads the headers not read yet;
     /// [`Filesystem::block_count`] reads nothing).
     pub fn blocks(&self) -> &[Section] {
         if !self.blocks.iter().any(|s| s.pending) {

@@ -55,10 +55,11 @@ pub struct Section {
     /// damaged but whose place the (sound) section index gives, so the
     /// rest of the image stays readable.
     pub damaged: Option<String>,
-    /// The header is not read yet (a BLOCK of a remote image, listed from
-    /// the section index): its place, size, kind and number are known, its
-    /// compression and checksums are read with its payload, in the same
-    /// request. [`Image::sections`] lists every section with its header.
+    /// The header is not read yet (a BLOCK listed from the section index):
+    /// its place, size, kind and number are known, its compression and
+    /// checksums are read with its payload (in the same request from a
+    /// remote source). [`Image::sections`] lists every section with its
+    /// header.
     pub pending: bool,
 }
 
@@ -343,14 +344,14 @@ impl Image {
             return Err(corrupt!("section index does not end with itself"));
         }
         self.prefetch_listed(&entries, end);
-        // A remote image's block headers are read with their blocks: an
-        // open then costs a few requests, however many blocks there are.
-        let lazy_blocks = self.source.remote().is_some();
+        // Block headers are read with their blocks: an open then costs a
+        // few reads (a few requests from a remote source), however many
+        // blocks there are.
         let mut sections = Vec::with_capacity(entries.len());
         for (i, entry) in entries.iter().enumerate() {
             let pos = self.offset + entry.offset;
             let next = entries.get(i + 1).map_or(end, |n| self.offset + n.offset);
-            if lazy_blocks && entry.kind == SectionType::BLOCK {
+            if entry.kind == SectionType::BLOCK {
                 sections.push(self.pending_block(i as u32, pos, next)?);
                 continue;
             }
@@ -390,13 +391,10 @@ impl Image {
         Ok(Some(sections))
     }
 
-    /// Asks a remote source for what opening reads next, all at once:
-    /// every section but blocks and recovery data, whole (the metadata,
-    /// which opening loads). Local sources ignore it.
+    /// Asks the source for what opening reads next, all at once: every
+    /// section but blocks and recovery data, whole (the metadata, which
+    /// opening loads).
     fn prefetch_listed(&self, entries: &[section::IndexEntry], end: u64) {
-        if self.source.remote().is_none() {
-            return;
-        }
         let ranges: Vec<_> = entries
             .iter()
             .enumerate()
@@ -544,9 +542,8 @@ impl Image {
         self.source.len()
     }
 
-    /// All sections, in file order, each with its header (on a remote
-    /// image, the first call reads the block headers not read yet, all
-    /// together).
+    /// All sections, in file order, each with its header (the first call
+    /// reads the block headers not read yet, all together).
     pub fn sections(&self) -> &[Section] {
         if !self.sections.iter().any(|s| s.pending) {
             return &self.sections;
@@ -564,8 +561,8 @@ impl Image {
         })
     }
 
-    /// All sections as listed at open: on a remote image, blocks may be
-    /// [`Section::pending`] (every method of the image reads their header
+    /// All sections as listed at open: blocks listed from the section
+    /// index are [`Section::pending`] (every method of the image reads their header
     /// when it needs it).
     pub fn listed_sections(&self) -> &[Section] {
         &self.sections

@@ -12,6 +12,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+/// Bytes at each end of a mapped file read ahead when it is opened.
+const OPEN_READ_AHEAD: u64 = 64 << 10;
+
 /// Read-only random access to the bytes of an image file.
 #[derive(Debug)]
 pub enum Source {
@@ -134,7 +137,12 @@ impl Source {
             // SAFETY: the image is opened read-only; like every mmap-based
             // reader we rely on the file not being truncated while in use.
             if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-                return Ok(Source::Mapped(map));
+                let source = Source::Mapped(map);
+                // Opening reads the first headers and the section index at
+                // the end: both reads start now, side by side.
+                let len = meta.len();
+                source.prefetch(&[0..OPEN_READ_AHEAD, len.saturating_sub(OPEN_READ_AHEAD)..len]);
+                return Ok(source);
             }
         }
         Ok(Source::File {
@@ -164,10 +172,30 @@ impl Source {
         }
     }
 
-    /// Tells a remote source these ranges will be read soon.
+    /// Tells the source these ranges will be read soon: a remote source
+    /// fetches them together, a mapped file has the kernel read them in
+    /// (large reads ahead of the page faults that would read them a few
+    /// pages at a time).
     pub fn prefetch(&self, ranges: &[Range<u64>]) {
-        if let Some(r) = self.remote() {
-            r.prefetch(ranges);
+        match self {
+            Source::Mapped(m) => {
+                for r in ranges {
+                    let start = (r.start as usize).min(m.len());
+                    let len = (r.end as usize).min(m.len()).saturating_sub(start);
+                    if len > 0 {
+                        // Advice only: a failure changes nothing.
+                        let _ = m.advise_range(memmap2::Advice::WillNeed, start, len);
+                    }
+                }
+            }
+            Source::Limited { inner, .. } | Source::Recovering { inner, .. } => {
+                inner.prefetch(ranges)
+            }
+            _ => {
+                if let Some(r) = self.remote() {
+                    r.prefetch(ranges);
+                }
+            }
         }
     }
 
