@@ -25,6 +25,7 @@ fn main() -> ExitCode {
     // goes away (`hoard ls IMAGE | head`) instead of failing to print.
     // SAFETY: setting a signal's disposition to the default is always sound.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    limit_malloc_arenas();
     section_hash::install();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let command = match compat::parse(&argv) {
@@ -37,6 +38,21 @@ fn main() -> ExitCode {
             eprintln!("hoard: {}", one_line(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Caps glibc's malloc arenas at one per core (its default is eight per
+/// core): each thread's arena keeps memory freed by an earlier stage, and
+/// with one per core an `-l1` build peaked 7-12 MiB lower (45 to 37 MiB on
+/// a 64 MiB tree) in the same time.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let arenas = libc::c_int::try_from(cores).unwrap_or(libc::c_int::MAX);
+        // SAFETY: called before any other thread starts; mallopt only
+        // sets a limit for arenas made from now on.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas) };
     }
 }
 

@@ -519,7 +519,9 @@ const ENOUGH_IN_FLIGHT: u64 = 256 << 20;
 /// How many blocks may be in memory at once: as many as the memory limit
 /// holds besides the lookback, but no more than [`ENOUGH_IN_FLIGHT`] bytes
 /// (or one per worker and one more, for large blocks); at least 1, at
-/// most 4 per worker.
+/// most two per worker and one more (one being compressed and one queued
+/// per worker, one being filled: 1 MiB blocks at `-l1` peaked 3 MiB
+/// higher with 4 per worker, in the same time).
 fn blocks_in_flight(options: &CreateOptions, plans: &[StreamPlan]) -> usize {
     let max_block = plans
         .iter()
@@ -530,7 +532,7 @@ fn blocks_in_flight(options: &CreateOptions, plans: &[StreamPlan]) -> usize {
     let workers = options.workers.max(1) as u64;
     let by_memory = (options.memory_limit / max_block).saturating_sub(max_lookback as u64 + 1);
     let enough = (ENOUGH_IN_FLIGHT / max_block).max(workers + 1);
-    by_memory.min(enough).clamp(1, 4 * workers) as usize
+    by_memory.min(enough).clamp(1, 2 * workers + 1) as usize
 }
 
 /// Builds the metadata (recording each block's category when

@@ -92,7 +92,7 @@ pub(crate) fn segment_streams(
             .iter()
             .map(|f| vec![Vec::new(); f.len()])
             .collect(),
-        buf: vec![0u8; 16 << 20],
+        buf: vec![0u8; READ_BUFFER],
         warnings: Vec::new(),
         sparse,
         progress,
@@ -117,6 +117,11 @@ pub(crate) fn segment_streams(
         warnings: reader.warnings,
     })
 }
+
+/// Bytes read from a file at a time: 1 MiB reads cost no more system time
+/// than larger ones, and the segmenter finds them still in the CPU's cache
+/// (16 MiB reads made a tree's largest file, up to 16 MiB, resident).
+const READ_BUFFER: usize = 1 << 20;
 
 /// Reads contents into segmenters, collecting their pieces.
 struct Reader<'p> {
