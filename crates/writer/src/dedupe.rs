@@ -8,6 +8,7 @@
 use crate::order::{Nilsimsa, NilsimsaHasher, NILSIMSA_MIN_SIZE};
 use crate::tree::Tree;
 use rayon::prelude::*;
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,8 +19,9 @@ use xxhash_rust::xxh3::Xxh3;
 pub struct Content {
     /// Its size.
     pub size: u64,
-    /// The files (indices into [`Tree::files`]) with this content, sorted.
-    pub files: Vec<usize>,
+    /// The files (indices into [`Tree::files`]) with this content, sorted
+    /// (most contents have one file: it is kept inline, not allocated).
+    pub files: SmallVec<[usize; 1]>,
     /// Nilsimsa digest of the content, if computed and the content has at
     /// least [`NILSIMSA_MIN_SIZE`] bytes.
     pub nilsimsa: Option<Nilsimsa>,
@@ -155,7 +157,7 @@ pub fn dedupe(tree: &Tree, progress: &DedupeProgress, options: DedupeOptions) ->
                 if c == next {
                     out.contents.push(Content {
                         size: d.size,
-                        files: Vec::new(),
+                        files: SmallVec::new(),
                         nilsimsa: d.nilsimsa,
                     });
                 }
@@ -201,11 +203,11 @@ mod tests {
         let progress = DedupeProgress::default();
         let all = dedupe(&tree, &progress, DedupeOptions::default());
         assert_eq!(all.contents.len(), 2);
-        assert_eq!(all.contents[0].files, vec![0, 2]);
+        assert_eq!(all.contents[0].files[..], [0, 2]);
         assert!(all.contents.iter().all(|c| c.nilsimsa.is_some()));
         let bare = dedupe(&tree, &progress, DedupeOptions { nilsimsa: false });
         assert_eq!(bare.contents.len(), 2);
-        assert_eq!(bare.contents[0].files, vec![0, 2]);
+        assert_eq!(bare.contents[0].files[..], [0, 2]);
         assert_eq!(bare.contents[0].nilsimsa, None);
     }
 
@@ -216,7 +218,7 @@ mod tests {
         std::fs::remove_file(dir.path().join("f3")).unwrap();
         let progress = DedupeProgress::default();
         let d = dedupe(&tree, &progress, DedupeOptions { nilsimsa: false });
-        let files: Vec<_> = d.contents.iter().map(|c| c.files.clone()).collect();
+        let files: Vec<Vec<usize>> = d.contents.iter().map(|c| c.files.to_vec()).collect();
         assert_eq!(files, vec![vec![0], vec![1], vec![2]]);
         assert_eq!(d.contents[2].size, 12);
         assert_eq!(d.unreadable.len(), 1);

@@ -178,7 +178,7 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
         let c = *by_content.entry(key).or_insert_with(|| {
             contents.push(Content {
                 size: file.size,
-                files: Vec::new(),
+                files: smallvec::SmallVec::new(),
                 nilsimsa: None,
             });
             content_at.push((layer, ino));

@@ -904,7 +904,7 @@ mod tests {
     fn content(size: u64, digest: Option<Nilsimsa>, file: usize) -> Content {
         Content {
             size,
-            files: vec![file],
+            files: smallvec::smallvec![file],
             nilsimsa: digest,
         }
     }

@@ -31,7 +31,7 @@ pub enum Frozen {
     /// of equal length. The same as a [`Frozen::List`] of
     /// [`Frozen::Struct`]s with every field present, in a fraction of the
     /// memory (metadata has a few such rows per file).
-    Table(Vec<(i16, Vec<u64>)>),
+    Table(Vec<(i16, Column)>),
     /// A map, sorted by key by the caller.
     Map(Vec<(Frozen, Frozen)>),
     /// A string or binary.
@@ -62,9 +62,78 @@ impl Frozen {
         Frozen::Table(
             ids.iter()
                 .enumerate()
-                .map(|(c, &id)| (id, (0..rows).map(|i| row(i, c)).collect()))
+                .map(|(c, &id)| (id, Column::new(rows, |i| row(i, c))))
                 .collect(),
         )
+    }
+}
+
+/// One column of a [`Frozen::Table`]: a field's value in every row, each
+/// in as few bytes as the column's widest value needs (most metadata
+/// columns are indices or zero: with every value a `u64` they were the
+/// largest part of a build's peak memory on trees of many small files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Column {
+    /// `rows` zeros.
+    Zeros(usize),
+    /// Values below 2^16.
+    U16(Vec<u16>),
+    /// Values below 2^32.
+    U32(Vec<u32>),
+    /// Any values.
+    U64(Vec<u64>),
+}
+
+impl Column {
+    /// The column of `rows` values, `value(i)` giving row `i`'s (called
+    /// twice per row: once to find the widest, once to store).
+    pub fn new(rows: usize, value: impl Fn(usize) -> u64) -> Column {
+        let widest = (0..rows).fold(0, |a, i| a | value(i));
+        if widest == 0 {
+            Column::Zeros(rows)
+        } else if widest <= u64::from(u16::MAX) {
+            Column::U16((0..rows).map(|i| value(i) as u16).collect())
+        } else if widest <= u64::from(u32::MAX) {
+            Column::U32((0..rows).map(|i| value(i) as u32).collect())
+        } else {
+            Column::U64((0..rows).map(value).collect())
+        }
+    }
+
+    /// The number of rows.
+    pub fn len(&self) -> usize {
+        match self {
+            Column::Zeros(n) => *n,
+            Column::U16(v) => v.len(),
+            Column::U32(v) => v.len(),
+            Column::U64(v) => v.len(),
+        }
+    }
+
+    /// Whether the column has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Row `i`'s value.
+    pub fn get(&self, i: usize) -> u64 {
+        match self {
+            Column::Zeros(_) => 0,
+            Column::U16(v) => u64::from(v[i]),
+            Column::U32(v) => u64::from(v[i]),
+            Column::U64(v) => v[i],
+        }
+    }
+
+    /// The bitwise or of every value (as wide as the widest).
+    fn widest(&self) -> u64 {
+        (0..self.len()).fold(0, |a, i| a | self.get(i))
+    }
+}
+
+impl From<Vec<u64>> for Column {
+    fn from(values: Vec<u64>) -> Column {
+        Column::new(values.len(), |i| values[i])
     }
 }
 
@@ -141,8 +210,9 @@ impl Layout {
                     if rows > 0 {
                         if let Some(ls) = il.as_struct() {
                             for (id, column) in columns {
-                                let widest = column.iter().fold(0, |a, &v| a | v);
-                                ls.entry(*id).or_default().merge(&Frozen::Uint(widest));
+                                ls.entry(*id)
+                                    .or_default()
+                                    .merge(&Frozen::Uint(column.widest()));
                             }
                         }
                     }
@@ -367,7 +437,7 @@ fn write(out: &mut Bits, v: &Frozen, p: &Placed, storage: usize, bit: u64) {
                 let at = start as u64 * 8 + i as u64 * stride;
                 for (id, column) in columns {
                     if let Some((off, fp)) = field(item, *id) {
-                        out.put(at + u64::from(*off), fp.bits, column[i]);
+                        out.put(at + u64::from(*off), fp.bits, column.get(i));
                     }
                 }
             });

@@ -3,7 +3,7 @@
 //! The input is the normalized form [`Metadata::decode`] returns: packing
 //! happens here.
 
-use super::frozen::{freeze, FreezeError, Frozen};
+use super::frozen::{freeze, Column, FreezeError, Frozen};
 use super::fsst::Encoder;
 use crate::metadata::{FsOptions, Metadata};
 use crate::xattrs::XATTRS_FIELD;
@@ -233,10 +233,10 @@ pub fn encode_metadata(
     };
     let dirs = &meta.directories;
     let directories = if pack.directories {
-        let firsts: Vec<u32> = dirs.iter().map(|d| d.first_entry).collect();
+        let firsts = deltas(&dirs.iter().map(|d| d.first_entry).collect::<Vec<_>>());
         Frozen::Table(vec![(
             2,
-            deltas(&firsts).into_iter().map(u64::from).collect(),
+            Column::new(firsts.len(), |i| u64::from(firsts[i])),
         )])
     } else {
         Frozen::table(&[1, 2, 3], dirs.len(), |i, c| {
