@@ -756,3 +756,60 @@ fn the_dwarfs_crate_reads_our_images() {
         oracle_compare(&tree, &[], &index, &mut archive);
     }
 }
+
+/// A tree whose data fits in one block is cut into one block per worker
+/// (so that they compress it side by side): hoard and DwarFS's tools
+/// read it back exactly.
+#[test]
+fn a_lone_block_is_cut_for_the_workers_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    let a = noise(3 << 20, 21);
+    write(&tree, "a", &a);
+    // Data on both sides of the cut, found again by the segmenter.
+    let mut b = noise(1 << 20, 22);
+    b.extend_from_slice(&a[1 << 20..5 << 19]);
+    write(&tree, "b", &b);
+    write(&tree, "c", &noise(2 << 20, 23));
+    let image = dir.path().join("i.dwarfs");
+    let out = create(
+        &tree,
+        &image,
+        &[
+            "-C",
+            "zstd:level=1",
+            "-S",
+            "24",
+            "-N",
+            "2",
+            "--time-resolution=ns",
+        ],
+    );
+    assert_ok(&out, "create");
+    let info = run(&["info", "--json", image.to_str().unwrap()]);
+    assert_ok(&info, "info");
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(info["blocks"], 2, "one block per worker");
+    assert_extracts_to(&image, &manifest_of(&tree));
+    let Some(bin) = dwarfs_bin() else {
+        return;
+    };
+    let out = std::process::Command::new(bin.join("dwarfsck"))
+        .args(["-i", image.to_str().unwrap(), "--check-integrity"])
+        .output()
+        .unwrap();
+    assert_ok(&out, "dwarfsck --check-integrity");
+    let x = dir.path().join("x");
+    std::fs::create_dir(&x).unwrap();
+    let out = std::process::Command::new(bin.join("dwarfsextract"))
+        .args(["-i", image.to_str().unwrap(), "-o", x.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_ok(&out, "dwarfsextract");
+    for name in ["a", "b", "c"] {
+        assert!(
+            std::fs::read(x.join(name)).unwrap() == std::fs::read(tree.join(name)).unwrap(),
+            "dwarfsextract: {name}"
+        );
+    }
+}

@@ -62,6 +62,69 @@ pub struct SegmentConfig {
     pub step: usize,
     /// How many finished blocks are searched besides the current one.
     pub lookback: usize,
+    /// Into how many blocks a stream's only block is cut when it holds at
+    /// least [`MIN_SPLIT_PART`] bytes a part, so that as many workers
+    /// compress it side by side (1: never).
+    pub split_lone_block: usize,
+}
+
+/// The least bytes of a part of a cut lone block (see
+/// [`SegmentConfig::split_lone_block`]): smaller blocks compress worse
+/// and save little time.
+pub const MIN_SPLIT_PART: usize = 2 << 20;
+
+/// A stream's only block, cut into consecutive blocks: block `first`
+/// held what is now blocks `first`, `first + 1`, ..., cut at `cuts`
+/// (offsets in the old block, ascending).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    /// The number of the block that was cut (and of its first part).
+    pub first: u32,
+    /// Where the parts after the first start, in the old block.
+    pub cuts: Vec<u32>,
+}
+
+impl Split {
+    /// Renumbers `pieces` that lay in the cut block into its parts,
+    /// splitting a piece that crosses a cut in two.
+    pub fn apply(&self, pieces: &mut Vec<Piece>) {
+        if !pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Data { block, .. } if *block == self.first))
+        {
+            return;
+        }
+        let old = std::mem::take(pieces);
+        for piece in old {
+            match piece {
+                Piece::Data {
+                    block,
+                    mut offset,
+                    mut size,
+                } if block == self.first => {
+                    let end = offset + size;
+                    while size > 0 {
+                        // The part holding `offset`, and where it starts and ends.
+                        let part = self.cuts.partition_point(|&c| c <= offset);
+                        let start = if part == 0 { 0 } else { self.cuts[part - 1] };
+                        let part_end = self.cuts.get(part).copied().unwrap_or(u32::MAX);
+                        let n = end.min(part_end) - offset;
+                        push(
+                            pieces,
+                            Piece::Data {
+                                block: block + part as u32,
+                                offset: offset - start,
+                                size: n,
+                            },
+                        );
+                        offset += n;
+                        size -= n;
+                    }
+                }
+                other => pieces.push(other),
+            }
+        }
+    }
 }
 
 /// Byte counts of a segmenter run, for the summary.
@@ -179,6 +242,8 @@ pub struct Segmenter<'a, S: BlockSink> {
     sink: &'a mut S,
     kept: VecDeque<Kept>,
     current: Vec<u8>,
+    /// The number of the stream's first block.
+    first_block: u32,
     current_number: u32,
     current_index: WindowIndex,
     /// Next window start in `current` to consider for indexing, and the
@@ -208,6 +273,7 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
             sink,
             kept: VecDeque::new(),
             current: Vec::with_capacity(config.block_size),
+            first_block,
             current_number: first_block,
             current_index: WindowIndex::default(),
             index_pos: 0,
@@ -415,10 +481,34 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
     }
 
     /// Hands over the last block; returns the number the next block would
-    /// get, and the stats.
-    pub fn finish(mut self) -> crate::Result<(u32, SegmentStats)> {
-        self.finish_block()?;
-        Ok((self.current_number, self.stats))
+    /// get, the stats, and, if the stream's only block was cut in parts,
+    /// how (its pieces are to be renumbered with [`Split::apply`]).
+    pub fn finish(mut self) -> crate::Result<(u32, SegmentStats, Option<Split>)> {
+        let parts = self
+            .config
+            .split_lone_block
+            .min(self.current.len() / MIN_SPLIT_PART);
+        if self.current_number != self.first_block || parts < 2 {
+            self.finish_block()?;
+            return Ok((self.current_number, self.stats, None));
+        }
+        let len = self.current.len();
+        let cuts: Vec<u32> = (1..parts).map(|k| (len * k / parts) as u32).collect();
+        let data = std::mem::take(&mut self.current);
+        let bounds = std::iter::once(0)
+            .chain(cuts.iter().map(|&c| c as usize))
+            .chain(std::iter::once(len));
+        let bounds: Vec<usize> = bounds.collect();
+        for (k, part) in bounds.windows(2).enumerate() {
+            let number = self.first_block + k as u32;
+            self.sink
+                .finished(number, Arc::new(data[part[0]..part[1]].to_vec()))?;
+        }
+        let split = Split {
+            first: self.first_block,
+            cuts,
+        };
+        Ok((self.first_block + parts as u32, self.stats, Some(split)))
     }
 }
 
@@ -467,6 +557,7 @@ pub(crate) mod tests {
             window,
             step: window / 8,
             lookback: 1,
+            split_lone_block: 1,
         }
     }
 
@@ -497,7 +588,11 @@ pub(crate) mod tests {
                 }
                 pieces.push(out);
             }
-            seg.finish().unwrap().1
+            let (_, stats, split) = seg.finish().unwrap();
+            if let Some(split) = split {
+                pieces.iter_mut().for_each(|p| split.apply(p));
+            }
+            stats
         };
         let read = pieces
             .iter()
@@ -534,6 +629,37 @@ pub(crate) mod tests {
         assert_eq!(read, files);
         assert!(stats.matched >= 199_000 + 300_000 - 2048, "{stats:?}");
         assert!(stats.stored < 300_000 + 15_000, "{stats:?}");
+    }
+
+    #[test]
+    fn a_lone_block_is_cut_in_parts_that_read_back() {
+        let a = noise(3 * MIN_SPLIT_PART, 11);
+        let mut b = noise(MIN_SPLIT_PART / 2, 12);
+        // Repeats of data on both sides of the cuts.
+        b.extend_from_slice(&a[MIN_SPLIT_PART / 3..2 * MIN_SPLIT_PART]);
+        let files = vec![a.clone(), b, a];
+        let mut cfg = config(16 << 20, 1024);
+        cfg.split_lone_block = 3;
+        let mut sink = Collect::default();
+        let mut seg = Segmenter::new(cfg, 0, &mut sink);
+        let mut out = Vec::new();
+        seg.add(&files[0], &mut out).unwrap();
+        let (next, _, split) = seg.finish().unwrap();
+        assert_eq!(next, 3, "three blocks");
+        assert_eq!(sink.0.len(), 3);
+        let split = split.expect("the block was cut");
+        assert_eq!(split.cuts.len(), 2);
+        split.apply(&mut out);
+        assert!(out.len() >= 3, "one piece per part: {out:?}");
+        let (_, read) = run(cfg, &files);
+        assert_eq!(read, files);
+        // Too little for two parts of MIN_SPLIT_PART bytes: one block.
+        let mut sink = Collect::default();
+        let mut seg = Segmenter::new(cfg, 0, &mut sink);
+        seg.add(&files[0][..2 * MIN_SPLIT_PART - 1], &mut Vec::new())
+            .unwrap();
+        let (next, _, split) = seg.finish().unwrap();
+        assert_eq!((next, split), (1, None));
     }
 
     #[test]
