@@ -23,8 +23,10 @@ pub struct Content {
     /// (most contents have one file: it is kept inline, not allocated).
     pub files: SmallVec<[usize; 1]>,
     /// Nilsimsa digest of the content, if computed and the content has at
-    /// least [`NILSIMSA_MIN_SIZE`] bytes.
-    pub nilsimsa: Option<Nilsimsa>,
+    /// least [`NILSIMSA_MIN_SIZE`] bytes (boxed: only `-l9` and the
+    /// `nilsimsa` orders compute it, and inline it made every content 40
+    /// bytes larger).
+    pub nilsimsa: Option<Box<Nilsimsa>>,
 }
 
 /// What [`dedupe`] computes besides the hashes that find duplicates.
@@ -66,7 +68,7 @@ pub struct DedupeProgress {
 struct Digest {
     hash: Option<u128>,
     size: u64,
-    nilsimsa: Option<Nilsimsa>,
+    nilsimsa: Option<Box<Nilsimsa>>,
 }
 
 /// Reads one file through `buf` (a worker's reused buffer: allocating and
@@ -101,7 +103,7 @@ fn digest(
         size,
         nilsimsa: nilsimsa
             .filter(|_| size >= NILSIMSA_MIN_SIZE)
-            .map(|h| h.finish()),
+            .map(|h| Box::new(h.finish())),
     })
 }
 
@@ -166,6 +168,7 @@ pub fn dedupe(tree: &Tree, progress: &DedupeProgress, options: DedupeOptions) ->
             Err(e) => out.unreadable.push((file, e.to_string())),
         }
     }
+    out.contents.shrink_to_fit();
     out
 }
 

@@ -1,7 +1,7 @@
 //! Reading a file's bytes into the segmenter: one range of it (a
 //! fragment), holes as holes where the file is sparse.
 
-use crate::segment::{BlockSink, Piece, Segmenter};
+use crate::segment::{BlockSink, PieceList, Segmenter};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -28,7 +28,7 @@ pub(crate) fn feed<S: BlockSink>(
     range: Range,
     sparse: bool,
     buf: &mut [u8],
-    out: &mut Vec<Piece>,
+    out: &mut PieceList,
     progress: &AtomicU64,
 ) -> std::io::Result<u64> {
     let mut file = std::fs::File::open(path)?;

@@ -18,7 +18,7 @@ use crate::metadata::Inputs;
 use crate::output::ImageFile;
 use crate::pipeline::{write_history, write_metadata, CreateOptions, Summary};
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
-use crate::segment::Piece;
+use crate::segment::{Piece, PieceList};
 use crate::tree::{Attrs, Time};
 use crate::{Error, Result};
 use hoard_format::section::SectionType;
@@ -207,7 +207,7 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
         block_bytes += payload.len() as u64;
         image.section(SectionType::BLOCK, section.header.compression, &payload)?;
     }
-    let pieces: Vec<Vec<Piece>> = extents
+    let pieces: Vec<PieceList> = extents
         .iter()
         .map(|(layer, e)| {
             e.iter()

@@ -480,7 +480,11 @@ fn order_name_nilsimsa(tree: &Tree, contents: &[Content], options: NilsimsaOptio
         .map(|unit| {
             let weight = unit.iter().map(|&c| contents[c].size).sum();
             let largest = unit.iter().rev().max_by_key(|&&c| contents[c].size);
-            (unit, weight, largest.and_then(|&c| contents[c].nilsimsa))
+            (
+                unit,
+                weight,
+                largest.and_then(|&c| contents[c].nilsimsa.as_deref().copied()),
+            )
         })
         .collect();
     // Heaviest first, then by name: the rank the clustering breaks ties by.
@@ -539,7 +543,7 @@ fn order_nilsimsa(tree: &Tree, contents: &[Content], options: NilsimsaOptions) -
     let (mut out, mut with): (Vec<usize>, Vec<usize>) = ids
         .into_iter()
         .partition(|&c| contents[c].nilsimsa.is_none());
-    let digest = |c: usize| contents[c].nilsimsa.unwrap_or_default();
+    let digest = |c: usize| contents[c].nilsimsa.as_deref().copied().unwrap_or_default();
     with.par_sort_unstable_by_key(|&c| (digest(c), revpath_rank[c]));
 
     // Groups of equal digests: the first one stands for the group, the
@@ -905,7 +909,7 @@ mod tests {
         Content {
             size,
             files: smallvec::smallvec![file],
-            nilsimsa: digest,
+            nilsimsa: digest.map(Box::new),
         }
     }
 

@@ -2,7 +2,7 @@
 //! counters and the final summary.
 
 use crate::blocks::{compress_blocks, BlockProgress, StreamCodec};
-use crate::categorize::{categorize, CategorizeOptions, Category, Fragment, DEFAULT_CATEGORY};
+use crate::categorize::{categorize, CategorizeOptions, Category, Fragments, DEFAULT_CATEGORY};
 use crate::dedupe::{dedupe, Content, DedupeOptions, DedupeProgress, Deduped};
 use crate::delta::{DeltaCounts, DeltaOptions};
 use crate::filter::Filter;
@@ -461,12 +461,12 @@ fn categorize_contents(
     contents: &[Content],
     progress: &Progress,
     cancel: &AtomicBool,
-) -> Result<Vec<Vec<Fragment>>> {
+) -> Result<Fragments> {
     let Some(c) = &options.categorize else {
-        return Ok(contents
-            .iter()
-            .map(|c| Fragment::whole(Category::plain(DEFAULT_CATEGORY), c.size))
-            .collect());
+        return Ok(Fragments::whole(
+            Category::plain(DEFAULT_CATEGORY),
+            contents.iter().map(|c| c.size),
+        ));
     };
     progress.set(Phase::Categorizing);
     let fragments = categorize(tree, contents, options.sparse, c, &progress.categorized);

@@ -35,6 +35,11 @@ impl Hasher for SelfHasher {
 /// Window hash -> offset of the first window with it in a block.
 type WindowIndex = HashMap<u32, u32, BuildHasherDefault<SelfHasher>>;
 
+/// The pieces of one content (or fragment), in order: most small files
+/// are one piece, kept inline (a `Vec` of one took 24 bytes and a
+/// 64-byte allocation).
+pub type PieceList = smallvec::SmallVec<[Piece; 1]>;
+
 /// One piece of a file's content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Piece {
@@ -87,7 +92,7 @@ pub struct Split {
 impl Split {
     /// Renumbers `pieces` that lay in the cut block into its parts,
     /// splitting a piece that crosses a cut in two.
-    pub fn apply(&self, pieces: &mut Vec<Piece>) {
+    pub fn apply(&self, pieces: &mut PieceList) {
         if !pieces
             .iter()
             .any(|p| matches!(p, Piece::Data { block, .. } if *block == self.first))
@@ -284,7 +289,7 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
     }
 
     /// Adds the next piece of a file's data, appending its pieces to `out`.
-    pub fn add(&mut self, data: &[u8], out: &mut Vec<Piece>) -> crate::Result<()> {
+    pub fn add(&mut self, data: &[u8], out: &mut PieceList) -> crate::Result<()> {
         let w = self.config.window;
         if w == 0 || data.len() < w {
             return self.append(data, out);
@@ -328,7 +333,7 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
     }
 
     /// Adds a hole of `size` zero bytes.
-    pub fn hole(&mut self, size: u64, out: &mut Vec<Piece>) {
+    pub fn hole(&mut self, size: u64, out: &mut PieceList) {
         self.stats.holes += size;
         match out.last_mut() {
             Some(Piece::Hole(s)) => *s += size,
@@ -387,7 +392,7 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
     }
 
     /// Appends literal bytes to blocks.
-    fn append(&mut self, mut data: &[u8], out: &mut Vec<Piece>) -> crate::Result<()> {
+    fn append(&mut self, mut data: &[u8], out: &mut PieceList) -> crate::Result<()> {
         while !data.is_empty() {
             let room = self.config.block_size - self.current.len();
             let n = room.min(data.len());
@@ -514,7 +519,7 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
 
 /// Appends `piece` to `out`, merging it into the last piece when it
 /// continues it in the same block.
-fn push(out: &mut Vec<Piece>, piece: Piece) {
+fn push(out: &mut PieceList, piece: Piece) {
     if let (
         Some(Piece::Data {
             block: b0,
@@ -582,7 +587,7 @@ pub(crate) mod tests {
         let stats = {
             let mut seg = Segmenter::new(config, 0, &mut sink);
             for f in files {
-                let mut out = Vec::new();
+                let mut out = PieceList::new();
                 for part in f.chunks(10_000) {
                     seg.add(part, &mut out).unwrap();
                 }
@@ -642,7 +647,7 @@ pub(crate) mod tests {
         cfg.split_lone_block = 3;
         let mut sink = Collect::default();
         let mut seg = Segmenter::new(cfg, 0, &mut sink);
-        let mut out = Vec::new();
+        let mut out = PieceList::new();
         seg.add(&files[0], &mut out).unwrap();
         let (next, _, split) = seg.finish().unwrap();
         assert_eq!(next, 3, "three blocks");
@@ -656,7 +661,7 @@ pub(crate) mod tests {
         // Too little for two parts of MIN_SPLIT_PART bytes: one block.
         let mut sink = Collect::default();
         let mut seg = Segmenter::new(cfg, 0, &mut sink);
-        seg.add(&files[0][..2 * MIN_SPLIT_PART - 1], &mut Vec::new())
+        seg.add(&files[0][..2 * MIN_SPLIT_PART - 1], &mut PieceList::new())
             .unwrap();
         let (next, _, split) = seg.finish().unwrap();
         assert_eq!((next, split), (1, None));

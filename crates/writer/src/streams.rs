@@ -3,12 +3,12 @@
 //! other, into blocks ([`segment_streams`]).
 
 use crate::blocks::Dispatch;
-use crate::categorize::{Category, Fragment};
+use crate::categorize::{Category, Fragments};
 use crate::dedupe::Content;
 use crate::feed::{feed, Range};
 use crate::order::{order, Order};
 use crate::pipeline::{check, compressor, CreateOptions};
-use crate::segment::{BlockSink, Piece, SegmentConfig, SegmentStats, Segmenter};
+use crate::segment::{BlockSink, PieceList, SegmentConfig, SegmentStats, Segmenter};
 use crate::tree::{File, Tree};
 use crate::Result;
 use hoard_codec::Compressor;
@@ -32,7 +32,7 @@ pub(crate) fn plan(
     options: &CreateOptions,
     tree: &Tree,
     contents: &[Content],
-    fragments: &[Vec<Fragment>],
+    fragments: &Fragments,
 ) -> Result<Streams> {
     let default = compressor(&options.data_compression)?;
     let plans = plan_streams(options, fragments, default.as_ref())?;
@@ -57,7 +57,7 @@ pub(crate) struct Layout<'a> {
     /// Its distinct contents.
     pub(crate) contents: &'a [Content],
     /// The fragments of each content.
-    pub(crate) fragments: &'a [Vec<Fragment>],
+    pub(crate) fragments: &'a Fragments,
     /// The streams.
     pub(crate) streams: &'a Streams,
 }
@@ -65,7 +65,7 @@ pub(crate) struct Layout<'a> {
 /// What segmenting made.
 pub(crate) struct Segmented {
     /// The pieces of each content (indexed like the contents).
-    pub(crate) pieces: Vec<Vec<Piece>>,
+    pub(crate) pieces: Vec<PieceList>,
     /// Number of blocks.
     pub(crate) blocks: u32,
     /// What was stored, matched and left as holes.
@@ -87,11 +87,7 @@ pub(crate) fn segment_streams(
     cancel: &AtomicBool,
 ) -> Result<Segmented> {
     let mut reader = Reader {
-        pieces: layout
-            .fragments
-            .iter()
-            .map(|f| vec![Vec::new(); f.len()])
-            .collect(),
+        pieces: vec![PieceList::new(); layout.fragments.slots()],
         buf: vec![0u8; READ_BUFFER],
         warnings: Vec::new(),
         sparse,
@@ -103,11 +99,11 @@ pub(crate) fn segment_streams(
         let mut sink = dispatch.stream(stream);
         let mut segmenter = Segmenter::new(plan.config, next_block, &mut sink);
         for &c in &layout.streams.orders[&plan.order] {
-            reader.segment_content(layout, c, &plan.category, &mut segmenter, cancel)?;
+            reader.segment_content(layout, c, plan.category_index, &mut segmenter, cancel)?;
         }
         let (next, s, split) = segmenter.finish()?;
         if let Some(split) = split {
-            for pieces in reader.pieces.iter_mut().flatten() {
+            for pieces in &mut reader.pieces {
                 split.apply(pieces);
             }
         }
@@ -115,7 +111,7 @@ pub(crate) fn segment_streams(
         stats.add(&s);
     }
     Ok(Segmented {
-        pieces: reader.pieces.into_iter().map(|p| p.concat()).collect(),
+        pieces: pieces_by_content(reader.pieces, layout.fragments),
         blocks: next_block,
         stats,
         block_streams: dispatch.block_streams().to_vec(),
@@ -128,10 +124,23 @@ pub(crate) fn segment_streams(
 /// (16 MiB reads made a tree's largest file, up to 16 MiB, resident).
 const READ_BUFFER: usize = 1 << 20;
 
+/// Joins the pieces of each content's fragments (`by_fragment` holds
+/// them in the order of [`Fragments`]): moved, where a content has one.
+fn pieces_by_content(by_fragment: Vec<PieceList>, fragments: &Fragments) -> Vec<PieceList> {
+    let mut slots = by_fragment.into_iter();
+    (0..fragments.contents())
+        .map(|c| match fragments.slots_of(c).len() {
+            0 => PieceList::new(),
+            1 => slots.next().unwrap_or_default(),
+            n => slots.by_ref().take(n).flatten().collect(),
+        })
+        .collect()
+}
+
 /// Reads contents into segmenters, collecting their pieces.
 struct Reader<'p> {
-    /// The pieces of each fragment of each content.
-    pieces: Vec<Vec<Vec<Piece>>>,
+    /// The pieces of each fragment, in the order of [`Fragments`].
+    pieces: Vec<PieceList>,
     buf: Vec<u8>,
     warnings: Vec<String>,
     sparse: bool,
@@ -139,20 +148,22 @@ struct Reader<'p> {
 }
 
 impl Reader<'_> {
-    /// Feeds the fragments of content `c` that are of `category`.
+    /// Feeds the fragments of content `c` that are of category number
+    /// `category` (of [`Fragments::categories`]).
     fn segment_content<S: BlockSink>(
         &mut self,
         layout: &Layout<'_>,
         c: usize,
-        category: &Category,
+        category: u32,
         segmenter: &mut Segmenter<'_, S>,
         cancel: &AtomicBool,
     ) -> Result<()> {
         let content = &layout.contents[c];
         let file = &layout.tree.files[content.files[0]];
         let mut start = 0u64;
-        for (f, fragment) in layout.fragments[c].iter().enumerate() {
-            if fragment.category == *category {
+        let slots = layout.fragments.slots_of(c);
+        for (slot, fragment) in slots.zip(layout.fragments.of(c)) {
+            if fragment.category == category {
                 check(cancel)?;
                 let range = Range {
                     start,
@@ -165,7 +176,7 @@ impl Reader<'_> {
                     range,
                     self.sparse,
                     &mut self.buf,
-                    &mut self.pieces[c][f],
+                    &mut self.pieces[slot],
                     self.progress,
                 );
                 self.warnings
@@ -202,6 +213,8 @@ fn read_warning(
 pub(crate) struct StreamPlan {
     /// The category of its fragments.
     pub(crate) category: Category,
+    /// The category's index in [`Fragments::categories`].
+    pub(crate) category_index: u32,
     /// Its blocks' compressor.
     pub(crate) compressor: Box<dyn Compressor>,
     /// Its segmenter's settings.
@@ -219,20 +232,19 @@ pub(crate) struct StreamPlan {
 /// falls back to `default`'s spec.
 fn plan_streams(
     options: &CreateOptions,
-    fragments: &[Vec<Fragment>],
+    fragments: &Fragments,
     default: &dyn Compressor,
 ) -> Result<Vec<StreamPlan>> {
     let rank: Vec<&str> = crate::categorize::all_category_names();
-    let mut categories: Vec<&Category> = fragments.iter().flatten().map(|f| &f.category).collect();
-    categories.sort_by(|a, b| {
+    let mut categories: Vec<(u32, &Category)> = (0u32..).zip(fragments.categories()).collect();
+    categories.sort_by(|(_, a), (_, b)| {
         let pos = |c: &Category| rank.iter().position(|n| *n == c.name);
         (pos(a), &a.metadata).cmp(&(pos(b), &b.metadata))
     });
-    categories.dedup();
     let block_size = 1usize << options.block_size_bits;
     categories
         .into_iter()
-        .map(|category| {
+        .map(|(category_index, category)| {
             let s = options
                 .per_category
                 .get(category.name)
@@ -260,6 +272,7 @@ fn plan_streams(
             let split_lone_block = lone_block_parts(&*c, granularity, options.workers);
             Ok(StreamPlan {
                 category: category.clone(),
+                category_index,
                 compressor: c,
                 config: SegmentConfig {
                     block_size: (block_size / granularity).max(1) * granularity,

@@ -2,7 +2,7 @@
 //! included; and the file-system size totals.
 
 use super::inodes::{ContentIndex, Inodes};
-use crate::segment::Piece;
+use crate::segment::{Piece, PieceList};
 use crate::tree::{Kind, Tree};
 use hoard_format::metadata::{Chunk, InodeSizeCache};
 
@@ -42,7 +42,7 @@ impl HoleCoding {
     /// Holes marked by block `block` (one past the last data block), in
     /// blocks of `block_size`, among data chunks of up to the largest in
     /// `pieces`.
-    fn new(pieces: &[Vec<Piece>], block: u32, block_size: u32) -> Self {
+    fn new(pieces: &[PieceList], block: u32, block_size: u32) -> Self {
         let block_bits = block_size.trailing_zeros();
         let max_data_chunk = pieces
             .iter()
@@ -96,7 +96,7 @@ impl ChunkTables {
     /// The chunks of the contents in `order`, from their `pieces`, with
     /// `blocks` data blocks of `block_size`.
     pub(super) fn build(
-        pieces: &[Vec<Piece>],
+        pieces: &[PieceList],
         order: &[usize],
         blocks: u32,
         block_size: u32,

@@ -6,7 +6,7 @@
 //! whose content other files share, devices, then fifos and sockets.
 
 use crate::dedupe::Deduped;
-use crate::segment::Piece;
+use crate::segment::{Piece, PieceList};
 use crate::tree::{Kind, Tree};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -165,7 +165,7 @@ impl Inodes {
         tree: &Tree,
         walk: &DirWalk,
         contents: &ContentIndex<'_>,
-        pieces: &[Vec<Piece>],
+        pieces: &[PieceList],
     ) -> Self {
         let others = classify(tree, walk, contents, pieces);
         let (chunk_order, shared_files) = chunk_order(tree, &others, contents);
@@ -198,7 +198,7 @@ fn classify(
     tree: &Tree,
     walk: &DirWalk,
     contents: &ContentIndex<'_>,
-    pieces: &[Vec<Piece>],
+    pieces: &[PieceList],
 ) -> Vec<Other> {
     let rank = data_rank(pieces);
     let mut seen = vec![false; tree.files.len()];
@@ -230,7 +230,7 @@ fn classify(
 
 /// The rank of each content (indexed like `pieces`) in data order: by its
 /// first block, contents without data last.
-fn data_rank(pieces: &[Vec<Piece>]) -> Vec<usize> {
+fn data_rank(pieces: &[PieceList]) -> Vec<usize> {
     let mut first_block: Vec<(u32, usize)> = pieces
         .iter()
         .enumerate()

@@ -18,7 +18,7 @@ pub(crate) use attrs::adjust;
 pub use attrs::AttrOptions;
 
 use crate::dedupe::Deduped;
-use crate::segment::Piece;
+use crate::segment::PieceList;
 use crate::tree::Tree;
 use attrs::AttrTables;
 use chunks::{ChunkTables, Totals};
@@ -35,7 +35,7 @@ pub struct Inputs<'a> {
     /// Its distinct contents.
     pub deduped: &'a Deduped,
     /// Pieces of each content (indexed like `deduped.contents`).
-    pub pieces: &'a [Vec<Piece>],
+    pub pieces: &'a [PieceList],
     /// Number of data blocks written.
     pub blocks: u32,
     /// Block size.
