@@ -131,16 +131,16 @@ pub fn dedupe(tree: &Tree, progress: &DedupeProgress, options: DedupeOptions) ->
     for f in &tree.files {
         *files_of_size.entry(f.size).or_default() += 1;
     }
-    let digests: Vec<std::io::Result<Digest>> = tree
-        .files
-        .par_iter()
+    let digests: Vec<std::io::Result<Digest>> = (0..tree.files.len())
+        .into_par_iter()
         .map_init(
             || vec![0u8; 1 << 20],
-            |buf, f| {
+            |buf, i| {
+                let (f, source) = (&tree.files[i], tree.source(i));
                 if options.nilsimsa || files_of_size[&f.size] > 1 {
-                    digest(buf, &f.source, progress, options)
+                    digest(buf, &source, progress, options)
                 } else {
-                    open_only(&f.source, f.size, progress)
+                    open_only(&source, f.size, progress)
                 }
             },
         )
@@ -185,9 +185,8 @@ mod tests {
                 let source = dir.join(format!("f{i}"));
                 std::fs::write(&source, data).unwrap();
                 File {
-                    source,
+                    source: source.into_boxed_path(),
                     size: data.len() as u64,
-                    path: format!("f{i}").into_bytes(),
                     links: 1,
                 }
             })
@@ -195,6 +194,7 @@ mod tests {
         Tree {
             entries: Vec::new(),
             files,
+            root: std::path::PathBuf::new(),
         }
     }
 

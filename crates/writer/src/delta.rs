@@ -32,7 +32,7 @@
 //! images is refused.
 
 use crate::metadata::{adjust, AttrOptions};
-use crate::tree::{Attrs, Entry, File, Kind, Time, Tree};
+use crate::tree::{Attrs, Entry, Kind, Name, Time, Tree};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
 use hoard_reader::stack::{BASE_XATTR, METACOPY_XATTR};
@@ -42,6 +42,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use thin_vec::ThinVec;
 
 /// The extended attribute marking an opaque directory, and its value.
 pub const OPAQUE: (&[u8], &[u8]) = (b"trusted.overlay.opaque", b"y");
@@ -199,7 +200,7 @@ impl Cut<'_> {
         {
             return Ok(false);
         }
-        let mut mine: Vec<Xattr> = entry.xattrs.clone();
+        let mut mine: Vec<Xattr> = entry.xattrs.to_vec();
         mine.sort();
         let theirs = self.base.xattrs(b).map_err(base_error)?;
         Ok(mine == theirs)
@@ -324,21 +325,22 @@ impl Cut<'_> {
         if !same_attrs && !may_copy_attributes {
             return Ok(Changed);
         }
-        Ok(match (self.same_contents(file, b)?, same_attrs) {
+        Ok(match (self.same_contents(f, b)?, same_attrs) {
             (false, _) => Changed,
             (true, true) => Unchanged,
             (true, false) => AttributesOnly,
         })
     }
 
-    /// Whether `file` holds the bytes of the base's `b` (of equal size).
-    fn same_contents(&self, file: &File, b: u64) -> Result<bool> {
+    /// Whether file `f` holds the bytes of the base's `b` (of equal size).
+    fn same_contents(&self, f: usize, b: u64) -> Result<bool> {
         let at = self.base.locate(b).map_err(base_error)?;
-        let mut src = std::fs::File::open(&file.source).map_err(|e| Error::io(&file.source, e))?;
+        let source = self.tree.source(f);
+        let mut src = std::fs::File::open(&source).map_err(|e| Error::io(&source, e))?;
         let (mut mine, mut theirs) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
         let mut offset = 0u64;
         loop {
-            let n = read_full(&mut src, &mut mine).map_err(|e| Error::io(&file.source, e))?;
+            let n = read_full(&mut src, &mut mine).map_err(|e| Error::io(&source, e))?;
             let m = at
                 .fs
                 .read(at.ino, offset, &mut theirs[..n.max(1)])
@@ -383,7 +385,10 @@ impl Cut<'_> {
                 counts.unchanged += 1;
             }
         }
-        let mut out = Tree::default();
+        let mut out = Tree {
+            root: tree.root.clone(),
+            ..Tree::default()
+        };
         let mut file_index: HashMap<usize, usize> = HashMap::new();
         for (i, entry) in tree.entries.iter().enumerate() {
             if !self.keep[i] {
@@ -399,7 +404,11 @@ impl Cut<'_> {
                     if f == next {
                         let mut copy = tree.files[*file].clone();
                         if let (true, Some(dir)) = (self.attributes_only.contains(file), holes) {
-                            copy.source = dir.join(file.to_string());
+                            // Absolute: a relative source lies under the tree's root.
+                            let hole = dir.join(file.to_string());
+                            let hole =
+                                std::path::absolute(&hole).map_err(|e| Error::io(&hole, e))?;
+                            copy.source = hole.into_boxed_path();
                             let io = |e| Error::io(&copy.source, e);
                             let hole = std::fs::File::create(&copy.source).map_err(io)?;
                             hole.set_len(copy.size).map_err(io)?;
@@ -435,7 +444,7 @@ impl Cut<'_> {
             let time = tree.entries[dir].attrs.mtime;
             for name in names {
                 out.entries.push(Entry {
-                    name: name.clone(),
+                    name: Name::from_slice(name),
                     parent: index[dir],
                     kind: Kind::Device { rdev: 0 },
                     attrs: Attrs {
@@ -445,7 +454,7 @@ impl Cut<'_> {
                         ctime: time,
                         ..Attrs::default()
                     },
-                    xattrs: Vec::new(),
+                    xattrs: ThinVec::new(),
                 });
                 counts.whiteouts += 1;
             }
@@ -460,7 +469,7 @@ impl Cut<'_> {
                 out.files[file].links += 1;
             }
         }
-        let names: Vec<Vec<u8>> = out.entries.iter().map(|e| e.name.clone()).collect();
+        let names: Vec<Name> = out.entries.iter().map(|e| e.name.clone()).collect();
         for (i, mut list) in children.into_iter().enumerate() {
             if let Kind::Dir { children } = &mut out.entries[i].kind {
                 list.sort_by(|a, b| names[*a].cmp(&names[*b]));

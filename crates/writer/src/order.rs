@@ -441,11 +441,50 @@ fn base_name(path: &[u8]) -> &[u8] {
     path.rsplit(|&b| b == b'/').next().unwrap_or(path)
 }
 
+/// The path in the image of each content's first file, in one buffer,
+/// made for the ordering only (kept with every file, they took about 50
+/// bytes a file until the metadata was written).
+struct ContentPaths {
+    bytes: Vec<u8>,
+    /// Where each content's path ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl ContentPaths {
+    fn new(tree: &Tree, contents: &[Content]) -> Self {
+        let first = tree.first_entries();
+        let mut bytes = Vec::new();
+        let mut ends = Vec::with_capacity(contents.len());
+        for content in contents {
+            // A file no entry names (possible only in hand-made trees)
+            // orders by an empty path.
+            if let Some(&e) = content.files.first().and_then(|&f| first.get(f)) {
+                if e != usize::MAX {
+                    tree.write_path(e, &mut bytes);
+                }
+            }
+            ends.push(bytes.len());
+        }
+        bytes.shrink_to_fit();
+        ContentPaths { bytes, ends }
+    }
+
+    /// The path of content `c`'s first file.
+    fn get(&self, c: usize) -> &[u8] {
+        let start = if c == 0 { 0 } else { self.ends[c - 1] };
+        &self.bytes[start..self.ends[c]]
+    }
+}
+
 /// The contents (indices into `contents`) in the order their data is
 /// written. Each content is placed by its first file.
 pub fn order(tree: &Tree, contents: &[Content], order: Order) -> Vec<usize> {
     let mut ids: Vec<usize> = (0..contents.len()).collect();
-    let path = |c: usize| tree.files[contents[c].files[0]].path.as_slice();
+    if order == Order::None {
+        return ids;
+    }
+    let paths = ContentPaths::new(tree, contents);
+    let path = |c: usize| paths.get(c);
     match order {
         Order::None => {}
         Order::Path => ids.sort_by(|&a, &b| path(a).cmp(path(b))),
@@ -456,15 +495,19 @@ pub fn order(tree: &Tree, contents: &[Content], order: Order) -> Vec<usize> {
                 .cmp(extension(base_name(b)))
                 .then_with(|| revpath_cmp(a, b))
         }),
-        Order::Nilsimsa { options } => ids = order_nilsimsa(tree, contents, options),
-        Order::NameNilsimsa { options } => ids = order_name_nilsimsa(tree, contents, options),
+        Order::Nilsimsa { options } => ids = order_nilsimsa(&paths, contents, options),
+        Order::NameNilsimsa { options } => ids = order_name_nilsimsa(&paths, contents, options),
     }
     ids
 }
 
 /// The `name-nilsimsa` order (see the module documentation).
-fn order_name_nilsimsa(tree: &Tree, contents: &[Content], options: NilsimsaOptions) -> Vec<usize> {
-    let path = |c: usize| tree.files[contents[c].files[0]].path.as_slice();
+fn order_name_nilsimsa(
+    paths: &ContentPaths,
+    contents: &[Content],
+    options: NilsimsaOptions,
+) -> Vec<usize> {
+    let path = |c: usize| paths.get(c);
     let mut ids: Vec<usize> = (0..contents.len()).collect();
     ids.par_sort_unstable_by(|&a, &b| {
         let (pa, pb) = (path(a), path(b));
@@ -524,8 +567,12 @@ fn clustered(
 }
 
 /// The `nilsimsa` order (see the module documentation).
-fn order_nilsimsa(tree: &Tree, contents: &[Content], options: NilsimsaOptions) -> Vec<usize> {
-    let path = |c: usize| tree.files[contents[c].files[0]].path.as_slice();
+fn order_nilsimsa(
+    paths: &ContentPaths,
+    contents: &[Content],
+    options: NilsimsaOptions,
+) -> Vec<usize> {
+    let path = |c: usize| paths.get(c);
     // Ranks by reversed path, and by size (largest first) then reversed
     // path, DwarFS's tie-breakers; distinct contents have distinct paths.
     let mut ids: Vec<usize> = (0..contents.len()).collect();
@@ -913,13 +960,25 @@ mod tests {
         }
     }
 
+    /// A tree of files at `paths` (each one entry below the root, its
+    /// name the whole path).
     fn tree_of(paths: &[&str]) -> Tree {
+        use crate::tree::{Attrs, Entry, File, Kind};
+        let entry = |name: &str, kind| Entry {
+            name: name.as_bytes().into(),
+            parent: 0,
+            kind,
+            attrs: Attrs::default(),
+            xattrs: Default::default(),
+        };
         let mut tree = Tree::default();
-        for p in paths {
-            tree.files.push(crate::tree::File {
-                source: p.into(),
+        let children = (1..=paths.len()).collect();
+        tree.entries.push(entry("", Kind::Dir { children }));
+        for (file, p) in paths.iter().enumerate() {
+            tree.entries.push(entry(p, Kind::File { file }));
+            tree.files.push(File {
+                source: std::path::Path::new(p).into(),
                 size: 0,
-                path: p.as_bytes().to_vec(),
                 links: 1,
             });
         }

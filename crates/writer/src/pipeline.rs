@@ -307,7 +307,7 @@ pub fn create(
         Ordering::Relaxed,
     );
     let fragments = categorize_contents(options, &tree, &deduped.contents, progress, &cancel)?;
-    let streams = streams::plan(options, &tree, &deduped.contents, &fragments)?;
+    let mut streams = streams::plan(options, &tree, &deduped.contents, &fragments)?;
     progress.set(Phase::Writing);
     let layout = Layout {
         tree: &tree,
@@ -317,6 +317,9 @@ pub fn create(
     };
     let segmented = write_blocks(&mut image, options, &layout, progress, &cancel)?;
     image.sync_in_background()?;
+    // What only the data needed goes before the metadata is built.
+    drop(fragments);
+    streams.orders = Default::default();
     tree.drop_paths();
     summary.count_blocks(&segmented, &progress.blocks);
     check(&cancel)?;
@@ -344,7 +347,7 @@ impl Summary {
     fn count_contents(&mut self, tree: &Tree, deduped: &Deduped) {
         for (file, e) in &deduped.unreadable {
             self.warnings
-                .push(format!("{}: {e}", tree.files[*file].source.display()));
+                .push(format!("{}: {e}", tree.source(*file).display()));
         }
         for c in &deduped.contents {
             let dups = c.files.len() as u64 - 1;

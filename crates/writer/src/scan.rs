@@ -8,7 +8,7 @@
 //! [`File`] named by several entries.
 
 use crate::filter::Filter;
-use crate::tree::{Attrs, Entry, File, Kind, Time, Tree};
+use crate::tree::{Attrs, Entry, File, Kind, Name, Time, Tree};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
 use rayon::prelude::*;
@@ -116,8 +116,9 @@ pub struct Scanned {
 /// A scanned directory entry, before it is numbered.
 struct Node {
     name: OsString,
-    /// Its path, kept for regular files only (their source) once listed.
-    path: PathBuf,
+    /// Its path below the scanned directory, kept for regular files only
+    /// (their source).
+    path: Box<Path>,
     meta: Stat,
     /// Contents, for directories.
     children: Option<Vec<Node>>,
@@ -276,7 +277,7 @@ impl Walker<'_> {
         let xattrs = self.xattrs(&path);
         let mut node = Node {
             name,
-            path: PathBuf::new(),
+            path: Box::from(Path::new("")),
             meta: Stat::of(&meta),
             children: None,
             target: None,
@@ -298,7 +299,7 @@ impl Walker<'_> {
             }
         } else if ft.is_file() {
             self.progress.bytes.fetch_add(meta.len(), Ordering::Relaxed);
-            node.path = path;
+            node.path = PathBuf::from(OsString::from_vec(rel)).into_boxed_path();
         }
         Some(node)
     }
@@ -353,11 +354,11 @@ impl Builder {
             Kind::Special
         };
         self.tree.entries.push(Entry {
-            name: node.name.into_vec(),
+            name: Name::from_slice(node.name.as_bytes()),
             parent,
             kind,
             attrs: node.meta.attrs,
-            xattrs: node.xattrs,
+            xattrs: node.xattrs.into(),
         });
         if let Some(children) = node.children {
             // Not `collect`ed from `children`: that would keep the nodes'
@@ -382,10 +383,8 @@ impl Builder {
         }
         let f = self.tree.files.len();
         self.tree.files.push(File {
-            source: std::mem::take(&mut node.path),
+            source: std::mem::replace(&mut node.path, Box::from(Path::new(""))),
             size: node.meta.len,
-            // Filled in once the whole tree is numbered.
-            path: Vec::new(),
             links: 1,
         });
         if node.meta.nlink > 1 {
@@ -415,7 +414,7 @@ pub fn scan(
     let children = walker.list(root, b"");
     let root_node = Node {
         name: OsString::new(),
-        path: PathBuf::new(),
+        path: Box::from(Path::new("")),
         meta: Stat::of(&meta),
         children: Some(children),
         target: None,
@@ -429,13 +428,7 @@ pub fn scan(
     builder.tree.files.reserve_exact(files);
     builder.add(root_node, 0);
     let mut tree = builder.tree;
-    for i in 0..tree.entries.len() {
-        if let Kind::File { file } = tree.entries[i].kind {
-            if tree.files[file].path.is_empty() {
-                tree.files[file].path = tree.path(i);
-            }
-        }
-    }
+    tree.root = root.to_path_buf();
     Ok(Scanned {
         tree,
         warnings: walker

@@ -9,10 +9,11 @@ use crate::feed::{feed, Range};
 use crate::order::{order, Order};
 use crate::pipeline::{check, compressor, CreateOptions};
 use crate::segment::{BlockSink, PieceList, SegmentConfig, SegmentStats, Segmenter};
-use crate::tree::{File, Tree};
+use crate::tree::Tree;
 use crate::Result;
 use hoard_codec::Compressor;
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 /// Where every content goes: the streams and the order of each.
@@ -159,7 +160,7 @@ impl Reader<'_> {
         cancel: &AtomicBool,
     ) -> Result<()> {
         let content = &layout.contents[c];
-        let file = &layout.tree.files[content.files[0]];
+        let source = layout.tree.source(content.files[0]);
         let mut start = 0u64;
         let slots = layout.fragments.slots_of(c);
         for (slot, fragment) in slots.zip(layout.fragments.of(c)) {
@@ -172,7 +173,7 @@ impl Reader<'_> {
                 };
                 let read = feed(
                     segmenter,
-                    &file.source,
+                    &source,
                     range,
                     self.sparse,
                     &mut self.buf,
@@ -180,7 +181,7 @@ impl Reader<'_> {
                     self.progress,
                 );
                 self.warnings
-                    .extend(read_warning(read, file, content.size, range));
+                    .extend(read_warning(read, &source, content.size, range));
             }
             start += fragment.size;
         }
@@ -188,23 +189,23 @@ impl Reader<'_> {
     }
 }
 
-/// The warning, if any, about reading `range` of `file` (of `size` bytes
-/// when scanned).
+/// The warning, if any, about reading `range` of the file at `source` (of
+/// `size` bytes when scanned).
 fn read_warning(
     read: std::io::Result<u64>,
-    file: &File,
+    source: &Path,
     size: u64,
     range: Range,
 ) -> Option<String> {
     match read {
         Ok(n) if n != range.len => Some(format!(
             "{}: changed while being read ({} bytes, then {})",
-            file.source.display(),
+            source.display(),
             size,
             if range.whole { n } else { range.start + n }
         )),
         Ok(_) => None,
-        Err(e) => Some(format!("{}: {e}", file.source.display())),
+        Err(e) => Some(format!("{}: {e}", source.display())),
     }
 }
 

@@ -4,12 +4,13 @@ use super::confined;
 use super::spool::Spool;
 use crate::filter::Filter;
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
-use crate::tree::{Attrs, Entry, File, Kind, Tree};
+use crate::tree::{Attrs, Entry, File, Kind, Name, Tree};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use thin_vec::ThinVec;
 
 /// An entry as an archive describes it.
 pub(crate) struct Member {
@@ -61,7 +62,7 @@ impl<'a> Builder<'a> {
         spool: Spool,
     ) -> Self {
         let root = Entry {
-            name: Vec::new(),
+            name: Name::new(),
             parent: 0,
             kind: Kind::Dir {
                 children: Vec::new(),
@@ -70,7 +71,7 @@ impl<'a> Builder<'a> {
                 mode: libc::S_IFDIR | 0o755,
                 ..Attrs::default()
             },
-            xattrs: Vec::new(),
+            xattrs: ThinVec::new(),
         };
         Builder {
             options,
@@ -80,6 +81,8 @@ impl<'a> Builder<'a> {
             tree: Tree {
                 entries: vec![root],
                 files: Vec::new(),
+                // Every source is a spooled file's absolute path.
+                root: PathBuf::new(),
             },
             index: HashMap::from([(Vec::new(), 0)]),
             excluded: HashMap::new(),
@@ -165,11 +168,11 @@ impl<'a> Builder<'a> {
     ) -> usize {
         let e = self.tree.entries.len();
         self.tree.entries.push(Entry {
-            name: name.to_vec(),
+            name: Name::from_slice(name),
             parent,
             kind,
             attrs,
-            xattrs,
+            xattrs: xattrs.into(),
         });
         if let Kind::Dir { children } = &mut self.tree.entries[parent].kind {
             children.push(e);
@@ -198,7 +201,7 @@ impl<'a> Builder<'a> {
         if let Some(f) = file {
             self.progress.bytes.fetch_add(size, Ordering::Relaxed);
             Spool::empty(&self.tree.files[f].source);
-            self.tree.files[f].source = source;
+            self.tree.files[f].source = source.into_boxed_path();
             self.tree.files[f].size = size;
         }
         Ok(())
@@ -229,9 +232,8 @@ impl<'a> Builder<'a> {
             if let MemberKind::File { source, size } = m.kind {
                 // Kept aside: a hard link the options keep may name it.
                 self.tree.files.push(File {
-                    source,
+                    source: source.into_boxed_path(),
                     size,
-                    path: path.clone(),
                     links: 0,
                 });
                 self.left_out_files.insert(path, self.tree.files.len() - 1);
@@ -247,7 +249,7 @@ impl<'a> Builder<'a> {
                 let first = &self.tree.entries[e];
                 attrs = first.attrs;
                 if xattrs.is_empty() {
-                    xattrs = first.xattrs.clone();
+                    xattrs = first.xattrs.to_vec();
                 }
             }
         }
@@ -264,9 +266,8 @@ impl<'a> Builder<'a> {
             MemberKind::File { source, size } => {
                 self.progress.bytes.fetch_add(size, Ordering::Relaxed);
                 self.tree.files.push(File {
-                    source,
+                    source: source.into_boxed_path(),
                     size,
-                    path: path.clone(),
                     links: 1,
                 });
                 Kind::File {
@@ -316,7 +317,7 @@ impl<'a> Builder<'a> {
                 }
             }
             old.attrs = attrs;
-            old.xattrs = xattrs;
+            old.xattrs = xattrs.into();
             return Ok(());
         }
         let (parent_path, name) = match path.iter().rposition(|&b| b == b'/') {
@@ -353,9 +354,7 @@ impl<'a> Builder<'a> {
                 }
                 Kind::File { file } => {
                     *file = *files.entry(*file).or_insert_with(|| {
-                        let mut f = old.files[*file].clone();
-                        f.path = Vec::new();
-                        tree.files.push(f);
+                        tree.files.push(old.files[*file].clone());
                         tree.files.len() - 1
                     });
                 }
@@ -365,13 +364,6 @@ impl<'a> Builder<'a> {
             if index != 0 {
                 if let Kind::Dir { children } = &mut tree.entries[parent].kind {
                     children.push(index);
-                }
-            }
-        }
-        for i in 0..tree.entries.len() {
-            if let Kind::File { file } = tree.entries[i].kind {
-                if tree.files[file].path.is_empty() {
-                    tree.files[file].path = tree.path(i);
                 }
             }
         }

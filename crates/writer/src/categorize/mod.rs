@@ -253,8 +253,8 @@ pub fn categorize(
     let found: Vec<Vec<Fragment>> = contents
         .par_iter()
         .map(|content| {
-            let path = &tree.files[content.files[0]].source;
-            let found = categorize_file(path, content.size, sparse_files, opts)
+            let path = tree.source(content.files[0]);
+            let found = categorize_file(&path, content.size, sparse_files, opts)
                 .ok()
                 .flatten();
             done.fetch_add(content.size, Ordering::Relaxed);
