@@ -428,7 +428,9 @@ pub fn index_offset_hint(image: &[u8]) -> Option<u64> {
 /// whose first section is followed by a second plausible section header: for
 /// v2.2+ section 0 followed by section 1; for v2.0/v2.1 a block or schema
 /// section followed by a section of a type that may come next. Failing
-/// that, a file that starts with section 0 (v2.2+) starts the image.
+/// that, a section index at the end of the file says where its image
+/// starts (whatever its first headers hold), and then a file that starts
+/// with section 0 (v2.2+) starts the image.
 pub fn find_image_offset(
     file_len: u64,
     read_at: &mut dyn FnMut(u64, usize) -> Vec<u8>,
@@ -455,12 +457,53 @@ pub fn find_image_offset(
         }
         window_start += (window.len() - 6) as u64;
     }
+    if let Some(start) = start_from_section_index(file_len, read_at) {
+        return Some(start);
+    }
     // An image at the start of the file whose second header is damaged:
     // what DwarFS reads without an offset, so its blocks stay readable.
     let first = read_at(0, V2_HEADER_SIZE);
     let starts_image = parse_version(&first).is_ok_and(|v| v.layout() == HeaderLayout::V2)
         && parse_header_v2(&first).is_ok_and(|h| h.number == Some(0));
     starts_image.then_some(0)
+}
+
+/// Bytes at the end of a file searched for a section index whose first
+/// headers are damaged: room for about 500,000 sections.
+const INDEX_SEARCH: u64 = 4 << 20;
+
+/// Where the image starts, by the section index at the end of the file:
+/// its last entry gives the index's own offset in the image, and its
+/// header, found by its length, where that lies in the file.
+fn start_from_section_index(
+    file_len: u64,
+    read_at: &mut dyn FnMut(u64, usize) -> Vec<u8>,
+) -> Option<u64> {
+    let tail_len = file_len.min(INDEX_SEARCH);
+    let tail = read_at(file_len - tail_len, tail_len as usize);
+    if tail.len() as u64 != tail_len {
+        return None;
+    }
+    let own_offset = index_offset_hint(&tail)?;
+    let header_size = V2_HEADER_SIZE as u64;
+    // The index holds `n` entries: its header lies 64 + 8n bytes before
+    // the end.
+    for n in 1..=(tail_len.saturating_sub(header_size) / 8) {
+        let at = (tail_len - header_size - 8 * n) as usize;
+        let Ok(head) = parse_header_v2(&tail[at..at + V2_HEADER_SIZE]) else {
+            continue;
+        };
+        if head.kind != SectionType::SECTION_INDEX || head.length != 8 * n {
+            continue;
+        }
+        let valid = parse_section_index(&tail[at + V2_HEADER_SIZE..])
+            .is_ok_and(|e| e.last().map(|l| l.offset) == Some(own_offset));
+        let header_pos = file_len - tail_len + at as u64;
+        if valid {
+            return header_pos.checked_sub(own_offset);
+        }
+    }
+    None
 }
 
 /// [`find_image_offset`] over a file held in memory.
@@ -563,6 +606,73 @@ mod tests {
         ));
         assert_eq!(find_image_offset_in(&file), Some(prefix as u64));
         assert_eq!(find_image_offset_in(b"no image here"), None);
+    }
+
+    /// Sections of `payloads` (all blocks), then their section index.
+    fn image_with_index(payloads: &[&[u8]]) -> Vec<u8> {
+        let mut image = Vec::new();
+        let mut index = Vec::new();
+        for (n, p) in payloads.iter().enumerate() {
+            let entry = IndexEntry {
+                kind: SectionType::BLOCK,
+                offset: image.len() as u64,
+            };
+            index.extend_from_slice(&encode_index_entry(entry).to_le_bytes());
+            image.extend_from_slice(&encode_header_v2(
+                n as u32,
+                SectionType::BLOCK,
+                Compression::NONE,
+                p,
+            ));
+            image.extend_from_slice(p);
+        }
+        let own = IndexEntry {
+            kind: SectionType::SECTION_INDEX,
+            offset: image.len() as u64,
+        };
+        index.extend_from_slice(&encode_index_entry(own).to_le_bytes());
+        let number = payloads.len() as u32;
+        image.extend_from_slice(&encode_header_v2(
+            number,
+            SectionType::SECTION_INDEX,
+            Compression::NONE,
+            &index,
+        ));
+        image.extend_from_slice(&index);
+        image
+    }
+
+    #[test]
+    fn the_section_index_finds_an_image_whose_first_headers_are_damaged() {
+        let image = image_with_index(&[b"first", b"second", b"third"]);
+        let prefix = b"#!/bin/sh
+exec something
+";
+        for damage in [0usize, 7, 64 + 5] {
+            for with_prefix in [false, true] {
+                let mut file = if with_prefix {
+                    prefix.to_vec()
+                } else {
+                    Vec::new()
+                };
+                let start = file.len();
+                file.extend_from_slice(&image);
+                assert_eq!(find_image_offset_in(&file), Some(start as u64));
+                // The magic, the version or the second header's magic.
+                file[start + damage] ^= 0xff;
+                assert_eq!(
+                    find_image_offset_in(&file),
+                    Some(start as u64),
+                    "damage at {damage}, prefix {with_prefix}"
+                );
+            }
+        }
+        // An index whose last entry does not point at itself finds nothing.
+        let mut file = image.clone();
+        file[0] ^= 0xff;
+        let last = file.len() - 8;
+        file[last] ^= 0x01;
+        assert_eq!(find_image_offset_in(&file), None);
     }
 
     #[test]
