@@ -16,7 +16,7 @@ use crate::dedupe::{Content, Deduped};
 use crate::filter::Filter;
 use crate::metadata::Inputs;
 use crate::output::ImageFile;
-use crate::pipeline::{write_history, write_metadata, CreateOptions, Summary};
+use crate::pipeline::{build_metadata, write_history, write_metadata, CreateOptions, Summary};
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
 use crate::segment::{Piece, PieceList};
 use crate::tree::{Attrs, Time};
@@ -230,19 +230,23 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
         contents,
         unreadable: Vec::new(),
     };
+    let counts = tree.counts();
+    let original_bytes = deduped.contents.iter().map(|c| c.size).sum();
     let inputs = Inputs {
         tree: &tree,
-        deduped: &deduped,
-        pieces: &pieces,
+        deduped,
+        pieces,
         blocks: used.len() as u32,
         block_size,
     };
-    let metadata_bytes = write_metadata(&mut image, options, &inputs, None)?;
+    let meta = build_metadata(options, inputs, None);
+    drop(tree);
+    let metadata_bytes = write_metadata(&mut image, options, &meta)?;
     write_history(&mut image, options)?;
     let image_bytes = image.finish(options.section_index, options.recovery)?;
     Ok(Summary {
-        counts: tree.counts(),
-        original_bytes: deduped.contents.iter().map(|c| c.size).sum(),
+        counts,
+        original_bytes,
         blocks: used.len() as u64,
         block_bytes,
         metadata_bytes,

@@ -19,8 +19,9 @@
 //! 5. `write_blocks` — the [`segment`]er appends contents to blocks,
 //!    referencing repeated ranges, one stream after the other, while
 //!    [`blocks`] compresses them in parallel and writes them in order;
-//! 6. `write_metadata` — [`metadata`] builds the tables, the format crate
-//!    encodes them;
+//! 6. `build_metadata` — [`metadata`] builds the tables; the tree and
+//!    contents are freed; `write_metadata` — the format crate encodes
+//!    them;
 //! 7. `write_history`, then [`output`] renames the image file into place
 //!    when complete.
 //!

@@ -17,6 +17,7 @@ use crate::tree::{Counts, Tree};
 use crate::{Error, Result};
 use hoard_codec::compressor_from_spec;
 use hoard_format::history::HistoryEntry;
+use hoard_format::metadata::Metadata;
 use hoard_format::section::{Compression, SectionType};
 use hoard_format::write::{encode_metadata, PackOptions};
 use std::collections::BTreeMap;
@@ -275,8 +276,8 @@ fn pack_section(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
 /// The stages run in turn, each a function of its own (so that a profile
 /// shows them by name): `scan_input`, `hash_contents`,
 /// `categorize_contents`, `streams::plan` (streams and content order),
-/// `write_blocks` (segmenting and compression), `write_metadata`,
-/// `write_history`.
+/// `write_blocks` (segmenting and compression), `build_metadata`,
+/// `write_metadata`, `write_history`.
 pub fn create(
     options: &CreateOptions,
     progress: &Progress,
@@ -326,14 +327,19 @@ pub fn create(
     progress.set(Phase::Metadata);
     let inputs = Inputs {
         tree: &tree,
-        deduped: &deduped,
-        pieces: &segmented.pieces,
+        deduped,
+        pieces: segmented.pieces,
         blocks: segmented.blocks,
         block_size: 1 << options.block_size_bits,
     };
     let categories = (options.categorize.is_some() && options.category_names)
         .then_some((streams.plans.as_slice(), segmented.block_streams.as_slice()));
-    summary.metadata_bytes = write_metadata(&mut image, options, &inputs, categories)?;
+    let meta = build_metadata(options, inputs, categories);
+    // The tree is in the metadata now: gone before it is encoded, it
+    // leaves room for the encoder's tables.
+    drop((tree, streams, segmented.block_streams));
+    summary.metadata_bytes = write_metadata(&mut image, options, &meta)?;
+    drop(meta);
     write_history(&mut image, options)?;
     check(&cancel)?;
     summary.image_bytes = image.finish(options.section_index, options.recovery)?;
@@ -538,22 +544,30 @@ fn blocks_in_flight(options: &CreateOptions, plans: &[StreamPlan]) -> usize {
     by_memory.min(enough).clamp(1, 2 * workers + 1) as usize
 }
 
-/// Builds the metadata (recording each block's category when
-/// `categories` holds the plans and the stream of each block), encodes
-/// it and writes its schema and data sections. Returns the size of the
-/// data section.
+/// Builds the metadata, recording each block's category when
+/// `categories` holds the plans and the stream of each block.
 #[inline(never)]
-pub(crate) fn write_metadata(
-    image: &mut ImageFile,
+pub(crate) fn build_metadata(
     options: &CreateOptions,
-    inputs: &Inputs<'_>,
+    inputs: Inputs<'_>,
     categories: Option<(&[StreamPlan], &[usize])>,
-) -> Result<u64> {
+) -> Metadata {
     let mut meta = build(inputs, &options.attrs);
     if let Some((plans, block_streams)) = categories {
         record_categories(&mut meta, plans, block_streams, options.category_metadata);
     }
-    let encoded = encode_metadata(&meta, &options.pack).map_err(|e| Error::Input(e.to_string()))?;
+    meta
+}
+
+/// Encodes `meta` and writes its schema and data sections. Returns the
+/// size of the data section.
+#[inline(never)]
+pub(crate) fn write_metadata(
+    image: &mut ImageFile,
+    options: &CreateOptions,
+    meta: &Metadata,
+) -> Result<u64> {
+    let encoded = encode_metadata(meta, &options.pack).map_err(|e| Error::Input(e.to_string()))?;
     let (algo, payload) = pack_section(&options.schema_compression, &encoded.schema)?;
     image.section(SectionType::METADATA_V2_SCHEMA, algo, &payload)?;
     let (algo, payload) = pack_section(&options.metadata_compression, &encoded.data)?;

@@ -3,8 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-/// A point in time, as `stat` gives it.
+/// A point in time, as `stat` gives it. Packed to 12 bytes (not 16):
+/// every entry holds three.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(C, packed(4))]
 pub struct Time {
     /// Seconds since the epoch.
     pub sec: i64,
@@ -186,4 +188,19 @@ pub struct Counts {
     pub devices: usize,
     /// Fifos and sockets.
     pub specials: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_stay_small() {
+        // Every entry of the tree is held until the metadata is built: on
+        // 10 million files each byte here is 10 MB.
+        assert_eq!(std::mem::size_of::<Time>(), 12);
+        assert_eq!(std::mem::size_of::<Attrs>(), 48);
+        assert!(std::mem::size_of::<Entry>() <= 120);
+        assert!(std::mem::size_of::<File>() <= 32);
+    }
 }

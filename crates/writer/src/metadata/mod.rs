@@ -28,14 +28,15 @@ use inodes::{ContentIndex, DirWalk, Inodes};
 use names::{DirTables, LinkTables};
 use std::collections::BTreeSet;
 
-/// What the metadata stage needs besides the tree.
+/// What the metadata stage needs: the tree, and what it takes over and
+/// frees once the tables that need it are built.
 pub struct Inputs<'a> {
     /// The scanned tree.
     pub tree: &'a Tree,
     /// Its distinct contents.
-    pub deduped: &'a Deduped,
+    pub deduped: Deduped,
     /// Pieces of each content (indexed like `deduped.contents`).
-    pub pieces: &'a [PieceList],
+    pub pieces: Vec<PieceList>,
     /// Number of data blocks written.
     pub blocks: u32,
     /// Block size.
@@ -52,22 +53,27 @@ fn xattrs(tree: &Tree, inodes: &Inodes) -> Option<Xattrs> {
     builder.finish()
 }
 
-/// Builds the metadata.
+/// Builds the metadata. The contents and their pieces are freed as soon
+/// as the chunk tables are built, before the larger name and inode
+/// tables (on many small files, 64 bytes a file less at the peak).
 #[inline(never)]
-pub fn build(inputs: &Inputs<'_>, options: &AttrOptions) -> Metadata {
+pub fn build(inputs: Inputs<'_>, options: &AttrOptions) -> Metadata {
     let tree = inputs.tree;
-    let contents = ContentIndex::new(inputs.deduped, tree.files.len());
+    let contents = ContentIndex::new(&inputs.deduped, tree.files.len());
     let walk = DirWalk::new(tree, &contents);
-    let inodes = Inodes::number(tree, &walk, &contents, inputs.pieces);
-    let dirs = DirTables::build(tree, &walk, &inodes);
-    let links = LinkTables::build(tree, &inodes);
+    let inodes = Inodes::number(tree, &walk, &contents, &inputs.pieces);
     let chunks = ChunkTables::build(
-        inputs.pieces,
+        &inputs.pieces,
         &inodes.chunk_order,
         inputs.blocks,
         inputs.block_size,
     );
     let totals = Totals::sum(tree, &inodes, &contents, &chunks);
+    drop(contents);
+    drop((inputs.deduped, inputs.pieces));
+    let dirs = DirTables::build(tree, &walk, &inodes);
+    drop(walk);
+    let links = LinkTables::build(tree, &inodes);
     let attrs = AttrTables::build(tree, &inodes, options);
     let sparse = chunks.any_hole;
     let xattrs = xattrs(tree, &inodes);
