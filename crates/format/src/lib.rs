@@ -21,6 +21,7 @@ pub mod error;
 pub mod frozen;
 pub mod fsst;
 pub mod history;
+pub mod inode_table;
 pub mod metadata;
 pub mod section;
 pub mod thrift;

@@ -19,6 +19,7 @@
 //! Decoding checks the structure it needs (list bounds, table lengths);
 //! cross-references between tables are checked by the reader.
 
+pub use crate::inode_table::InodeTable;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A range of bytes in one block (or a hole, see `hole_block_index`).
@@ -162,7 +163,7 @@ pub struct Metadata {
     /// One per directory inode, plus a sentinel.
     pub directories: Vec<Directory>,
     /// Indexed by inode number.
-    pub inodes: Vec<InodeData>,
+    pub inodes: InodeTable,
     /// Absolute indices into `chunks`, one per file content, plus a sentinel.
     pub chunk_table: Vec<u32>,
     /// Index into `symlinks`, per symlink inode.
@@ -442,7 +443,7 @@ impl Metadata {
                             .map(|i| i.data)
                             .ok_or_else(|| corrupt!("entry table value {e} out of range"))
                     })
-                    .collect::<Result<Vec<_>>>()?;
+                    .collect::<Result<InodeTable>>()?;
                 let entries = raw_inodes
                     .iter()
                     .map(|i| DirEntry {

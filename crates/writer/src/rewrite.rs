@@ -92,11 +92,11 @@ fn reader_error(e: hoard_reader::Error) -> Error {
 fn apply(meta: &mut Metadata, r: &Rebuild) {
     if let Some(uid) = r.set_owner {
         meta.uids = vec![uid];
-        meta.inodes.iter_mut().for_each(|i| i.owner_index = 0);
+        meta.inodes.update(|i| i.owner_index = 0);
     }
     if let Some(gid) = r.set_group {
         meta.gids = vec![gid];
-        meta.inodes.iter_mut().for_each(|i| i.group_index = 0);
+        meta.inodes.update(|i| i.group_index = 0);
     }
     if let Some(t) = r.set_time {
         // Stored times are (base + offset) units of the resolution.
@@ -107,7 +107,7 @@ fn apply(meta: &mut Metadata, r: &Rebuild) {
             .unwrap_or(1)
             .max(1);
         meta.timestamp_base = t / u64::from(resolution);
-        for i in &mut meta.inodes {
+        meta.inodes.update(|i| {
             (
                 i.atime_offset,
                 i.mtime_offset,
@@ -120,17 +120,17 @@ fn apply(meta: &mut Metadata, r: &Rebuild) {
                 i.ctime_subsec,
                 i.btime_subsec,
             ) = (0, 0, 0, 0);
-        }
+        });
     }
     if let Some(chmod) = &r.chmod {
         let new: Vec<u32> = meta.modes.iter().map(|&m| chmod.apply(m)).collect();
         let mut distinct = new.clone();
         distinct.sort_unstable();
         distinct.dedup();
-        for i in &mut meta.inodes {
+        meta.inodes.update(|i| {
             let m = new[i.mode_index as usize];
             i.mode_index = distinct.partition_point(|&x| x < m) as u32;
-        }
+        });
         meta.modes = distinct;
     }
 }
@@ -334,7 +334,7 @@ mod tests {
                 time_resolution_sec: Some(60),
                 ..Default::default()
             }),
-            inodes: vec![Default::default()],
+            inodes: std::iter::once(Default::default()).collect(),
             ..Default::default()
         };
         let rebuild = Rebuild {

@@ -247,24 +247,7 @@ pub fn encode_metadata(
     let inodes = Frozen::table(
         &[2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
         meta.inodes.len(),
-        |i, c| {
-            let i = &meta.inodes[i];
-            let fields = [
-                u64::from(i.mode_index),
-                u64::from(i.owner_index),
-                u64::from(i.group_index),
-                i.atime_offset,
-                i.mtime_offset,
-                i.ctime_offset,
-                i.btime_offset,
-                i.atime_subsec,
-                i.mtime_subsec,
-                i.ctime_subsec,
-                i.btime_subsec,
-                u64::from(i.nlink_minus_one),
-            ];
-            fields[c]
-        },
+        |i, c| meta.inodes.field(i, c),
     );
     let mut root = BTreeMap::from([
         (

@@ -3,7 +3,7 @@
 
 use super::inodes::Inodes;
 use crate::tree::{Attrs, Kind, Time, Tree};
-use hoard_format::metadata::{FsOptions, InodeData};
+use hoard_format::metadata::{FsOptions, InodeData, InodeTable};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How owners, permissions and times are stored.
@@ -36,7 +36,7 @@ pub(super) struct AttrTables {
     /// Distinct modes, sorted.
     pub(super) modes: Vec<u32>,
     /// Every inode's attributes, by inode number.
-    pub(super) inodes: Vec<InodeData>,
+    pub(super) inodes: InodeTable,
     /// The time offsets' base.
     pub(super) timestamp_base: u64,
     /// How times are stored.
