@@ -10,31 +10,25 @@ use crate::metadata::InodeData;
 struct Column<T>(Vec<T>);
 
 impl<T: Copy + Default + PartialEq> Column<T> {
-    /// Appends `value` as row `row` (the rows before it are all there),
-    /// making room for `expected` rows when the column fills.
-    fn push(&mut self, row: usize, value: T, expected: usize) {
+    /// Stores `value` in row `row` of a table of `rows` rows (`row ==
+    /// rows` appends), making room for `room` rows when the column fills.
+    fn store(&mut self, row: usize, value: T, rows: usize, room: usize) {
         if self.0.is_empty() {
             if value == T::default() {
                 return;
             }
-            self.0.reserve_exact(expected.max(row + 1));
-            self.0.resize(row, T::default());
+            self.0.reserve_exact(room.max(rows + 1));
+            self.0.resize(rows, T::default());
         }
-        self.0.push(value);
+        if row == self.0.len() {
+            self.0.push(value);
+        } else {
+            self.0[row] = value;
+        }
     }
 
     fn get(&self, row: usize) -> T {
         self.0.get(row).copied().unwrap_or_default()
-    }
-
-    fn set(&mut self, row: usize, len: usize, value: T) {
-        if self.0.is_empty() {
-            if value == T::default() {
-                return;
-            }
-            self.0.resize(len, T::default());
-        }
-        self.0[row] = value;
     }
 }
 
@@ -64,14 +58,20 @@ impl InodeTable {
 
     /// Appends an inode.
     pub fn push(&mut self, inode: InodeData) {
-        let (narrow, wide) = split(&inode);
+        self.store(self.len, &inode);
+        self.len += 1;
+    }
+
+    /// Stores `inode` as inode `ino` (`ino == len` appends).
+    fn store(&mut self, ino: usize, inode: &InodeData) {
+        let (narrow, wide) = split(inode);
+        let (rows, room) = (self.len, self.expected);
         for (column, value) in self.narrow.iter_mut().zip(narrow) {
-            column.push(self.len, value, self.expected);
+            column.store(ino, value, rows, room);
         }
         for (column, value) in self.wide.iter_mut().zip(wide) {
-            column.push(self.len, value, self.expected);
+            column.store(ino, value, rows, room);
         }
-        self.len += 1;
     }
 
     /// Inode `ino`, if there is one.
@@ -107,13 +107,7 @@ impl InodeTable {
         for ino in 0..self.len {
             let mut inode = self.get(ino).unwrap_or_default();
             change(&mut inode);
-            let (narrow, wide) = split(&inode);
-            for (column, value) in self.narrow.iter_mut().zip(narrow) {
-                column.set(ino, self.len, value);
-            }
-            for (column, value) in self.wide.iter_mut().zip(wide) {
-                column.set(ino, self.len, value);
-            }
+            self.store(ino, &inode);
         }
     }
 }

@@ -498,8 +498,8 @@ fn start_from_section_index(
         }
         let valid = parse_section_index(&tail[at + V2_HEADER_SIZE..])
             .is_ok_and(|e| e.last().map(|l| l.offset) == Some(own_offset));
-        let header_pos = file_len - tail_len + at as u64;
         if valid {
+            let header_pos = file_len - tail_len + at as u64;
             return header_pos.checked_sub(own_offset);
         }
     }

@@ -103,15 +103,8 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// The path of entry `index` inside the image, `/`-separated, without
-    /// a leading slash (empty for the root).
-    pub fn path(&self, index: usize) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.write_path(index, &mut out);
-        out
-    }
-
-    /// Appends the path of entry `index` inside the image to `out`.
+    /// Appends the path of entry `index` inside the image to `out`,
+    /// `/`-separated, without a leading slash (nothing for the root).
     pub fn write_path(&self, index: usize, out: &mut Vec<u8>) {
         let mut chain = Vec::new();
         let mut i = index;
@@ -151,7 +144,7 @@ impl Tree {
     /// the metadata tables then take.
     pub fn drop_paths(&mut self) {
         for file in &mut self.files {
-            file.source = PathBuf::new().into_boxed_path();
+            file.source = Box::from(Path::new(""));
         }
     }
 
