@@ -47,7 +47,7 @@ fn patch_names(image: &Path, renames: &[(&str, &str)], out: &Path) {
                 let payload = &file[s.payload_offset() as usize..s.end() as usize];
                 let mut meta =
                     hoard_codec::decompress(s.header.compression, payload, 1 << 28).unwrap();
-                let buffer: Vec<u8> = names.concat();
+                let buffer = names.concatenated();
                 let start = meta
                     .windows(buffer.len())
                     .position(|w| w == buffer)
@@ -58,7 +58,7 @@ fn patch_names(image: &Path, renames: &[(&str, &str)], out: &Path) {
                         .iter()
                         .position(|n| n == old.as_bytes())
                         .expect("name");
-                    let at = start + names[..index].iter().map(Vec::len).sum::<usize>();
+                    let at = start + names.iter().take(index).map(<[u8]>::len).sum::<usize>();
                     meta[at..at + old.len()].copy_from_slice(new.as_bytes());
                 }
                 let number = s.header.number.unwrap();

@@ -9,6 +9,8 @@
 //! * [`metadata`] — the decoded file-system metadata of format v2.0–v2.5,
 //!   with packed tables already unpacked.
 //! * [`history`] — the HISTORY section.
+//! * [`inode_table`], [`string_list`] — compact in-memory forms of the
+//!   inode table and of the name and symlink lists.
 //! * [`xattrs`] — hoard's extended-attribute table, a metadata field
 //!   DwarFS readers skip.
 //! * [`write`] — the encoders: thrift compact, frozen2, metadata with
@@ -24,6 +26,7 @@ pub mod history;
 pub mod inode_table;
 pub mod metadata;
 pub mod section;
+pub mod string_list;
 pub mod thrift;
 pub mod write;
 pub mod xattrs;

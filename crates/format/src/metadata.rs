@@ -175,9 +175,9 @@ pub struct Metadata {
     /// Distinct modes (type and permission bits).
     pub modes: Vec<u32>,
     /// Entry names.
-    pub names: Vec<Vec<u8>>,
+    pub names: StringList,
     /// Symlink targets.
-    pub symlinks: Vec<Vec<u8>>,
+    pub symlinks: StringList,
     /// Base of all stored times, in seconds.
     pub timestamp_base: u64,
     /// Block size in bytes.
@@ -235,6 +235,7 @@ const MAX_ITEMS: u64 = 1 << 28;
 
 use crate::frozen::{Schema, View};
 use crate::fsst::SymbolTable;
+use crate::string_list::StringList;
 use crate::xattrs::{Xattrs, XATTRS_FIELD};
 use crate::{corrupt, Result};
 
@@ -246,8 +247,13 @@ fn u64_list(v: View<'_>) -> Result<Vec<u64>> {
     v.list()?.map(MAX_ITEMS, |i| i.uint())
 }
 
-fn string_list(v: View<'_>) -> Result<Vec<Vec<u8>>> {
-    v.list()?.map(MAX_ITEMS, |i| Ok(i.bytes()?.to_vec()))
+fn string_list(v: View<'_>) -> Result<StringList> {
+    let items = v.list()?.bounded(MAX_ITEMS)?;
+    let mut out = StringList::new();
+    for i in 0..items.len() {
+        out.push(items.get(i).bytes()?);
+    }
+    Ok(out)
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -311,7 +317,7 @@ fn inode(v: View<'_>) -> Result<RawInode> {
 }
 
 /// Decodes a string table (thrift `string_table`) into its strings.
-fn string_table(v: View<'_>, what: &str) -> Result<(Vec<Vec<u8>>, StringStorage)> {
+fn string_table(v: View<'_>, what: &str) -> Result<(StringList, StringStorage)> {
     let buffer = v.field(1).bytes()?;
     let symtab = v.field(2).optional()?.map(|s| s.bytes()).transpose()?;
     let packed_index = v.field(4).bool()?;
@@ -327,7 +333,7 @@ fn string_table(v: View<'_>, what: &str) -> Result<(Vec<Vec<u8>>, StringStorage)
         raw_index.iter().map(|&x| u64::from(x)).collect()
     };
     let table = symtab.map(SymbolTable::decode).transpose()?;
-    let mut out = Vec::with_capacity(offsets.len().saturating_sub(1));
+    let mut out = StringList::new();
     for (i, w) in offsets.windows(2).enumerate() {
         let piece = (w[0] <= w[1])
             .then(|| buffer.get(w[0] as usize..w[1] as usize))
@@ -340,10 +346,10 @@ fn string_table(v: View<'_>, what: &str) -> Result<(Vec<Vec<u8>>, StringStorage)
                     buffer.len()
                 )
             })?;
-        out.push(match &table {
-            Some(t) => t.decode_string(piece)?,
-            None => piece.to_vec(),
-        });
+        match &table {
+            Some(t) => out.push(&t.decode_string(piece)?),
+            None => out.push(piece),
+        };
     }
     let storage = StringStorage::Compact {
         packed_index,
@@ -353,11 +359,7 @@ fn string_table(v: View<'_>, what: &str) -> Result<(Vec<Vec<u8>>, StringStorage)
 }
 
 /// Names or symlink targets, from the plain list or the compact table.
-fn strings(
-    plain: View<'_>,
-    compact: View<'_>,
-    what: &str,
-) -> Result<(Vec<Vec<u8>>, StringStorage)> {
+fn strings(plain: View<'_>, compact: View<'_>, what: &str) -> Result<(StringList, StringStorage)> {
     match compact.optional()? {
         Some(table) => string_table(table, what),
         None => Ok((string_list(plain)?, StringStorage::Plain)),
@@ -395,9 +397,7 @@ impl Metadata {
             .filter(|&s| s != b'/' && s.is_ascii())
         {
             // Targets written on a system with another separator.
-            for t in &mut symlinks {
-                t.iter_mut().filter(|b| **b == sep).for_each(|b| *b = b'/');
-            }
+            symlinks.map_bytes(|b| if b == sep { b'/' } else { b });
         }
 
         let mut chunk_table = u32_list(f(4))?;

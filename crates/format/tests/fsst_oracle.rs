@@ -4,7 +4,7 @@
 use hoard_format::write::fsst::Encoder;
 
 fn check(strings: &[Vec<u8>]) {
-    let enc = Encoder::learn(strings);
+    let enc = Encoder::learn(&strings.iter().collect());
     let dec = dwarfs::fsst::Decoder::parse(&enc.serialize()).unwrap();
     for s in strings {
         let back = dec.decode(&enc.encode(s)).unwrap();

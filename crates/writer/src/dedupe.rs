@@ -146,29 +146,62 @@ pub fn dedupe(tree: &Tree, progress: &DedupeProgress, options: DedupeOptions) ->
         )
         .collect();
     drop(files_of_size);
-    let mut out = Deduped::default();
-    let mut by_key: HashMap<(u64, u128), usize> = HashMap::new();
+    group(digests)
+}
+
+/// Turns each file's digest into the distinct contents, in order of their
+/// first file. Equal digests are found by sorting file numbers by digest
+/// (4 bytes a file), not with a hash map of digests (about 100 bytes a
+/// file while it grows: on many small files, the largest part of the
+/// build's peak memory).
+fn group(digests: Vec<std::io::Result<Digest>>) -> Deduped {
+    let key = |f: u32| match &digests[f as usize] {
+        Ok(Digest {
+            hash: Some(hash),
+            size,
+            ..
+        }) => Some((*size, *hash)),
+        _ => None,
+    };
+    let mut hashed: Vec<u32> = (0..digests.len() as u32)
+        .filter(|&f| key(f).is_some())
+        .collect();
+    hashed.sort_unstable_by_key(|&f| (key(f), f));
+    // The first file of each run of equal digests stands for the run.
+    let mut first_of: Vec<u32> = (0..digests.len() as u32).collect();
+    for run in hashed.chunk_by(|&a, &b| key(a) == key(b)) {
+        for &f in &run[1..] {
+            first_of[f as usize] = run[0];
+        }
+    }
+    drop(hashed);
+    let distinct = digests
+        .iter()
+        .enumerate()
+        .filter(|&(f, d)| d.is_ok() && first_of[f] == f as u32)
+        .count();
+    let mut out = Deduped {
+        contents: Vec::with_capacity(distinct),
+        unreadable: Vec::new(),
+    };
+    // A first file's entry becomes its content's number.
     for (file, d) in digests.into_iter().enumerate() {
         match d {
             Ok(d) => {
-                let next = out.contents.len();
-                let c = match d.hash {
-                    Some(hash) => *by_key.entry((d.size, hash)).or_insert(next),
-                    None => next,
-                };
-                if c == next {
+                let first = first_of[file] as usize;
+                if first == file {
+                    first_of[file] = out.contents.len() as u32;
                     out.contents.push(Content {
                         size: d.size,
                         files: SmallVec::new(),
                         nilsimsa: d.nilsimsa,
                     });
                 }
-                out.contents[c].files.push(file);
+                out.contents[first_of[first] as usize].files.push(file);
             }
             Err(e) => out.unreadable.push((file, e.to_string())),
         }
     }
-    out.contents.shrink_to_fit();
     out
 }
 
@@ -185,7 +218,7 @@ mod tests {
                 let source = dir.join(format!("f{i}"));
                 std::fs::write(&source, data).unwrap();
                 File {
-                    source: source.into_boxed_path(),
+                    source: crate::tree::Source::path(source),
                     size: data.len() as u64,
                     links: 1,
                 }
@@ -212,6 +245,21 @@ mod tests {
         assert_eq!(bare.contents.len(), 2);
         assert_eq!(bare.contents[0].files[..], [0, 2]);
         assert_eq!(bare.contents[0].nilsimsa, None);
+    }
+
+    #[test]
+    fn contents_follow_their_first_file_with_duplicates_interleaved() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = tree_of(
+            dir.path(),
+            &[b"bbb", b"aaa", b"bbb", b"ccc", b"aaa", b"bbb"],
+        );
+        let progress = DedupeProgress::default();
+        let d = dedupe(&tree, &progress, DedupeOptions { nilsimsa: false });
+        let files: Vec<&[usize]> = d.contents.iter().map(|c| &c.files[..]).collect();
+        assert_eq!(files, [&[0, 2, 5][..], &[1, 4], &[3]]);
+        assert!(d.contents.iter().all(|c| c.size == 3));
+        assert!(d.unreadable.is_empty());
     }
 
     #[test]

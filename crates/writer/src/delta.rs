@@ -32,7 +32,7 @@
 //! images is refused.
 
 use crate::metadata::{adjust, AttrOptions};
-use crate::tree::{Attrs, Entry, Kind, Name, Time, Tree};
+use crate::tree::{Attrs, Entry, Kind, Name, Source, Time, Tree};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
 use hoard_reader::stack::{BASE_XATTR, METACOPY_XATTR};
@@ -263,7 +263,7 @@ impl Cut<'_> {
         let same = match &self.tree.entries[e].kind {
             Kind::Symlink { target } => {
                 st.kind == FileKind::Symlink
-                    && self.base.readlink(b).map_err(base_error)? == *target
+                    && self.base.readlink(b).map_err(base_error)? == target[..]
             }
             Kind::Device { rdev } => {
                 matches!(st.kind, FileKind::CharDevice | FileKind::BlockDevice) && st.rdev == *rdev
@@ -396,22 +396,28 @@ impl Cut<'_> {
             }
             let kind = match &entry.kind {
                 Kind::Dir { .. } => Kind::Dir {
-                    children: Vec::new(),
+                    children: ThinVec::new(),
                 },
                 Kind::File { file } => {
                     let next = out.files.len();
                     let f = *file_index.entry(*file).or_insert(next);
                     if f == next {
                         let mut copy = tree.files[*file].clone();
+                        if let Source::Entry(_) = copy.source {
+                            // Entry `i` names the same file, at the same
+                            // path in the new tree.
+                            copy.source = Source::Entry(index[i] as u32);
+                        }
                         if let (true, Some(dir)) = (self.attributes_only.contains(file), holes) {
                             // Absolute: a relative source lies under the tree's root.
                             let hole = dir.join(file.to_string());
                             let hole =
                                 std::path::absolute(&hole).map_err(|e| Error::io(&hole, e))?;
-                            copy.source = hole.into_boxed_path();
-                            let io = |e| Error::io(&copy.source, e);
-                            let hole = std::fs::File::create(&copy.source).map_err(io)?;
-                            hole.set_len(copy.size).map_err(io)?;
+                            let io = |e| Error::io(&hole, e);
+                            std::fs::File::create(&hole)
+                                .and_then(|f| f.set_len(copy.size))
+                                .map_err(io)?;
+                            copy.source = Source::path(hole);
                         }
                         out.files.push(copy);
                     }
@@ -462,7 +468,7 @@ impl Cut<'_> {
         for f in &mut out.files {
             f.links = 0;
         }
-        let mut children: Vec<Vec<usize>> = vec![Vec::new(); out.entries.len()];
+        let mut children: Vec<ThinVec<usize>> = vec![ThinVec::new(); out.entries.len()];
         for (i, e) in out.entries.iter().enumerate().skip(1) {
             children[e.parent].push(i);
             if let Kind::File { file } = e.kind {

@@ -167,7 +167,8 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     for (i, file) in tree.files.iter().enumerate() {
         let n: usize = file
             .source
-            .file_name()
+            .as_path()
+            .and_then(Path::file_name)
             .and_then(|s| s.to_str()?.parse().ok())
             .ok_or_else(|| Error::Input("lost track of a file's contents".into()))?;
         let (layer, ino) = located[n];

@@ -977,7 +977,7 @@ mod tests {
         for (file, p) in paths.iter().enumerate() {
             tree.entries.push(entry(p, Kind::File { file }));
             tree.files.push(File {
-                source: std::path::Path::new(p).into(),
+                source: crate::tree::Source::path(p),
                 size: 0,
                 links: 1,
             });

@@ -8,7 +8,7 @@
 //! [`File`] named by several entries.
 
 use crate::filter::Filter;
-use crate::tree::{Attrs, Entry, File, Kind, Name, Time, Tree};
+use crate::tree::{Attrs, Entry, File, Kind, Name, Source, Time, Tree};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
 use rayon::prelude::*;
@@ -20,6 +20,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use thin_vec::ThinVec;
 
 /// What to include while scanning.
 #[derive(Debug, Clone, Default)]
@@ -116,9 +117,6 @@ pub struct Scanned {
 /// A scanned directory entry, before it is numbered.
 struct Node {
     name: OsString,
-    /// Its path below the scanned directory, kept for regular files only
-    /// (their source).
-    path: Box<Path>,
     meta: Stat,
     /// Contents, for directories.
     children: Option<Vec<Node>>,
@@ -277,7 +275,6 @@ impl Walker<'_> {
         let xattrs = self.xattrs(&path);
         let mut node = Node {
             name,
-            path: Box::from(Path::new("")),
             meta: Stat::of(&meta),
             children: None,
             target: None,
@@ -299,7 +296,6 @@ impl Walker<'_> {
             }
         } else if ft.is_file() {
             self.progress.bytes.fetch_add(meta.len(), Ordering::Relaxed);
-            node.path = PathBuf::from(OsString::from_vec(rel)).into_boxed_path();
         }
         Some(node)
     }
@@ -331,20 +327,20 @@ struct Builder {
 }
 
 impl Builder {
-    fn add(&mut self, mut node: Node, parent: usize) -> usize {
+    fn add(&mut self, node: Node, parent: usize) -> usize {
         let index = self.tree.entries.len();
         let ft = node.meta.file_type;
         let kind = if ft.is_dir() {
             Kind::Dir {
-                children: Vec::new(),
+                children: ThinVec::new(),
             }
         } else if ft.is_symlink() {
             Kind::Symlink {
-                target: node.target.unwrap_or_default(),
+                target: node.target.map(ThinVec::from).unwrap_or_default(),
             }
         } else if ft.is_file() {
             Kind::File {
-                file: self.file(&mut node),
+                file: self.file(&node, index),
             }
         } else if ft.is_char_device() || ft.is_block_device() {
             Kind::Device {
@@ -363,7 +359,7 @@ impl Builder {
         if let Some(children) = node.children {
             // Not `collect`ed from `children`: that would keep the nodes'
             // allocation (some 300 bytes per entry) as the list of ids.
-            let mut ids = Vec::with_capacity(children.len());
+            let mut ids = ThinVec::with_capacity(children.len());
             for child in children {
                 ids.push(self.add(child, index));
             }
@@ -372,8 +368,9 @@ impl Builder {
         index
     }
 
-    /// The file index for regular file `node`, shared by its hard links.
-    fn file(&mut self, node: &mut Node) -> usize {
+    /// The file index for regular file `node` (entry `entry`), shared by
+    /// its hard links; it is read where the tree has its first entry.
+    fn file(&mut self, node: &Node, entry: usize) -> usize {
         let key = (node.meta.dev, node.meta.ino);
         if node.meta.nlink > 1 {
             if let Some(&f) = self.links.get(&key) {
@@ -383,7 +380,7 @@ impl Builder {
         }
         let f = self.tree.files.len();
         self.tree.files.push(File {
-            source: std::mem::replace(&mut node.path, Box::from(Path::new(""))),
+            source: Source::Entry(u32::try_from(entry).expect("under 4 billion entries")),
             size: node.meta.len,
             links: 1,
         });
@@ -414,7 +411,6 @@ pub fn scan(
     let children = walker.list(root, b"");
     let root_node = Node {
         name: OsString::new(),
-        path: Box::from(Path::new("")),
         meta: Stat::of(&meta),
         children: Some(children),
         target: None,

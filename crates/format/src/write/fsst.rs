@@ -9,6 +9,7 @@
 //! save the most bytes. Two ways of proposing candidates are tried, and
 //! the table of any round that encodes the sample smallest is kept.
 
+use crate::string_list::StringList;
 use rustc_hash::FxBuildHasher;
 use std::collections::HashMap;
 
@@ -130,8 +131,8 @@ fn index(symbols: &[Vec<u8>]) -> Codes {
 /// About [`SAMPLE_BYTES`] of `strings`, each string taken with the same
 /// chance (from a fixed seed): a fixed stride would see only some digits
 /// of numbered names.
-fn sample(strings: &[Vec<u8>]) -> Vec<&[u8]> {
-    let total: usize = strings.iter().map(Vec::len).sum();
+fn sample(strings: &StringList) -> Vec<&[u8]> {
+    let total = strings.total_len();
     let every = (total / SAMPLE_BYTES).max(1) as u64;
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     strings
@@ -142,7 +143,6 @@ fn sample(strings: &[Vec<u8>]) -> Vec<&[u8]> {
             state ^= state << 17;
             state.is_multiple_of(every)
         })
-        .map(Vec::as_slice)
         .collect()
 }
 
@@ -231,7 +231,7 @@ impl Encoder {
     /// Learns a table from `strings`: the rounds of each way of scoring
     /// give candidate tables, and the one that encodes the sample smallest
     /// wins.
-    pub fn learn(strings: &[Vec<u8>]) -> Self {
+    pub fn learn(strings: &StringList) -> Self {
         let sample = sample(strings);
         let no_table = (encoded_size(&Codes::new(&[]), &sample), Vec::new());
         // The two ways of scoring learn on a thread each.
@@ -259,11 +259,16 @@ impl Encoder {
     /// Encodes one string.
     pub fn encode(&self, s: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(s.len());
+        self.encode_into(s, &mut out);
+        out
+    }
+
+    /// Encodes one string at the end of `out`.
+    pub fn encode_into(&self, s: &[u8], out: &mut Vec<u8>) {
         greedy(&self.codes, s, |sym, code| match code {
             Some(c) => out.push(c),
             None => out.extend_from_slice(&[ESCAPE, sym.word as u8]),
         });
-        out
     }
 
     /// The serialized symbol table, as [`crate::fsst::SymbolTable::decode`]
@@ -289,7 +294,7 @@ mod tests {
     use crate::fsst::SymbolTable;
 
     fn round_trip(strings: &[Vec<u8>]) -> (usize, usize) {
-        let enc = Encoder::learn(strings);
+        let enc = Encoder::learn(&strings.iter().collect());
         let table = SymbolTable::decode(&enc.serialize()).unwrap();
         let mut packed = 0;
         for s in strings {

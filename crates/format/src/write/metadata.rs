@@ -6,6 +6,7 @@
 use super::frozen::{freeze, Column, FreezeError, Frozen};
 use super::fsst::Encoder;
 use crate::metadata::{FsOptions, Metadata};
+use crate::string_list::StringList;
 use crate::xattrs::XATTRS_FIELD;
 use std::collections::BTreeMap;
 
@@ -148,22 +149,30 @@ fn deltas(values: &[u32]) -> Vec<u32> {
 
 /// A string table (thrift `string_table`): FSST when `fsst` and it wins
 /// (or `force`), packed index when `packed_index`.
-fn string_table(strings: &[Vec<u8>], fsst: bool, force: bool, packed_index: bool) -> Frozen {
-    let plain_len: usize = strings.iter().map(Vec::len).sum();
+fn string_table(strings: &StringList, fsst: bool, force: bool, packed_index: bool) -> Frozen {
     let compressed = (fsst && !strings.is_empty())
         .then(|| {
             let enc = Encoder::learn(strings);
             let table = enc.serialize();
-            let encoded: Vec<Vec<u8>> = strings.iter().map(|s| enc.encode(s)).collect();
-            let len: usize = encoded.iter().map(Vec::len).sum::<usize>() + table.len();
-            (force || len < plain_len).then_some((table, encoded))
+            let mut buffer = Vec::new();
+            let mut lengths = Vec::with_capacity(strings.len());
+            for s in strings.iter() {
+                let start = buffer.len();
+                enc.encode_into(s, &mut buffer);
+                lengths.push((buffer.len() - start) as u32);
+            }
+            let wins = buffer.len() + table.len() < strings.total_len();
+            (force || wins).then_some((table, buffer, lengths))
         })
         .flatten();
-    let (symtab, pieces) = match compressed {
-        Some((t, e)) => (Some(t), e),
-        None => (None, strings.to_vec()),
+    let (symtab, buffer, lengths) = match compressed {
+        Some((t, b, l)) => (Some(t), b, l),
+        None => (
+            None,
+            strings.concatenated().to_vec(),
+            strings.iter().map(|s| s.len() as u32).collect(),
+        ),
     };
-    let lengths: Vec<u32> = pieces.iter().map(|p| p.len() as u32).collect();
     let index: Vec<u32> = if packed_index {
         lengths
     } else {
@@ -175,15 +184,15 @@ fn string_table(strings: &[Vec<u8>], fsst: bool, force: bool, packed_index: bool
             .collect()
     };
     Frozen::fields([
-        (1, Frozen::Bytes(pieces.concat())),
+        (1, Frozen::Bytes(buffer)),
         (2, opt(symtab.map(Frozen::Bytes))),
         (3, Frozen::uints(&index)),
         (4, u(packed_index)),
     ])
 }
 
-fn strings(list: &[Vec<u8>]) -> Frozen {
-    Frozen::List(list.iter().map(|s| Frozen::Bytes(s.clone())).collect())
+fn strings(list: &StringList) -> Frozen {
+    Frozen::List(list.iter().map(|s| Frozen::Bytes(s.to_vec())).collect())
 }
 
 fn map(m: &BTreeMap<u32, u64>) -> Frozen {

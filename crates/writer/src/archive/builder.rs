@@ -4,7 +4,7 @@ use super::confined;
 use super::spool::Spool;
 use crate::filter::Filter;
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
-use crate::tree::{Attrs, Entry, File, Kind, Name, Tree};
+use crate::tree::{Attrs, Entry, File, Kind, Name, Source, Tree};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
 use std::collections::HashMap;
@@ -65,7 +65,7 @@ impl<'a> Builder<'a> {
             name: Name::new(),
             parent: 0,
             kind: Kind::Dir {
-                children: Vec::new(),
+                children: ThinVec::new(),
             },
             attrs: Attrs {
                 mode: libc::S_IFDIR | 0o755,
@@ -147,7 +147,7 @@ impl<'a> Builder<'a> {
                     };
                     let name = &path[end..next];
                     let kind = Kind::Dir {
-                        children: Vec::new(),
+                        children: ThinVec::new(),
                     };
                     self.push(e, name, kind, attrs, Vec::new(), prefix)
                 }
@@ -200,8 +200,10 @@ impl<'a> Builder<'a> {
             });
         if let Some(f) = file {
             self.progress.bytes.fetch_add(size, Ordering::Relaxed);
-            Spool::empty(&self.tree.files[f].source);
-            self.tree.files[f].source = source.into_boxed_path();
+            if let Some(old) = self.tree.files[f].source.as_path() {
+                Spool::empty(old);
+            }
+            self.tree.files[f].source = Source::path(source);
             self.tree.files[f].size = size;
         }
         Ok(())
@@ -232,7 +234,7 @@ impl<'a> Builder<'a> {
             if let MemberKind::File { source, size } = m.kind {
                 // Kept aside: a hard link the options keep may name it.
                 self.tree.files.push(File {
-                    source: source.into_boxed_path(),
+                    source: Source::path(source),
                     size,
                     links: 0,
                 });
@@ -261,12 +263,12 @@ impl<'a> Builder<'a> {
         }
         let kind = match m.kind {
             MemberKind::Dir => Kind::Dir {
-                children: Vec::new(),
+                children: ThinVec::new(),
             },
             MemberKind::File { source, size } => {
                 self.progress.bytes.fetch_add(size, Ordering::Relaxed);
                 self.tree.files.push(File {
-                    source: source.into_boxed_path(),
+                    source: Source::path(source),
                     size,
                     links: 1,
                 });
@@ -294,7 +296,9 @@ impl<'a> Builder<'a> {
                 self.tree.files[file].links += 1;
                 Kind::File { file }
             }
-            MemberKind::Symlink(target) => Kind::Symlink { target },
+            MemberKind::Symlink(target) => Kind::Symlink {
+                target: target.into(),
+            },
             MemberKind::Device(rdev) => Kind::Device { rdev },
             MemberKind::Special => Kind::Special,
         };
@@ -370,7 +374,9 @@ impl<'a> Builder<'a> {
         // Contents no entry names any more need no room in the spool.
         for (old_file, f) in old.files.iter().enumerate() {
             if !files.contains_key(&old_file) {
-                Spool::empty(&f.source);
+                if let Some(spooled) = f.source.as_path() {
+                    Spool::empty(spooled);
+                }
             }
         }
         if self.options.remove_empty_dirs {

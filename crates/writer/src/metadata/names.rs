@@ -2,13 +2,37 @@
 
 use super::inodes::{DirWalk, Inodes};
 use crate::tree::{Kind, Tree};
+use hashbrown::HashTable;
 use hoard_format::metadata::{DirEntry, Directory};
-use std::collections::HashMap;
+use hoard_format::string_list::StringList;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Distinct strings in order of first use, each found again by its hash:
+/// a table slot holds a 4-byte index into the list.
+#[derive(Default)]
+struct Interner {
+    list: StringList,
+    table: HashTable<u32>,
+}
+
+impl Interner {
+    /// The index of `s`, added if it is new.
+    fn index(&mut self, s: &[u8]) -> u32 {
+        let Interner { list, table } = self;
+        let hash = xxh3_64(s);
+        if let Some(&i) = table.find(hash, |&i| &list[i as usize] == s) {
+            return i;
+        }
+        let i = list.push(s);
+        table.insert_unique(hash, i, |&i| xxh3_64(&list[i as usize]));
+        i
+    }
+}
 
 /// The tables that describe the directory tree.
 pub(super) struct DirTables {
     /// Distinct entry names, in order of first use.
-    pub(super) names: Vec<Vec<u8>>,
+    pub(super) names: StringList,
     /// Every entry: its name and inode.
     pub(super) dir_entries: Vec<DirEntry>,
     /// Every directory's entries, plus the end sentinel.
@@ -18,19 +42,12 @@ pub(super) struct DirTables {
 impl DirTables {
     /// Builds the tables of the walked tree.
     pub(super) fn build(tree: &Tree, walk: &DirWalk, inodes: &Inodes) -> Self {
-        let mut names = Vec::new();
-        let mut interned: HashMap<&[u8], u32> = HashMap::new();
+        let mut names = Interner::default();
         let mut dir_entries = Vec::with_capacity(walk.entries.len());
         for &e in &walk.entries {
-            let name = tree.entries[e].name.as_slice();
-            let name_index = if e == 0 {
-                0
-            } else {
-                let next = names.len() as u32;
-                *interned.entry(name).or_insert_with(|| {
-                    names.push(name.to_vec());
-                    next
-                })
+            let name_index = match e {
+                0 => 0,
+                _ => names.index(&tree.entries[e].name),
             };
             dir_entries.push(DirEntry {
                 name_index,
@@ -53,7 +70,7 @@ impl DirTables {
             self_entry: 0,
         });
         DirTables {
-            names,
+            names: names.list,
             dir_entries,
             directories,
         }
@@ -63,7 +80,7 @@ impl DirTables {
 /// The symlink and device tables.
 pub(super) struct LinkTables {
     /// Distinct symlink targets, in order of first use.
-    pub(super) symlinks: Vec<Vec<u8>>,
+    pub(super) symlinks: StringList,
     /// The target of each symlink inode.
     pub(super) symlink_table: Vec<u32>,
     /// The device number of each device inode.
@@ -73,26 +90,20 @@ pub(super) struct LinkTables {
 impl LinkTables {
     /// Builds the tables of the symlink and device inodes.
     pub(super) fn build(tree: &Tree, inodes: &Inodes) -> Self {
-        let mut links = LinkTables {
-            symlinks: Vec::new(),
-            symlink_table: Vec::new(),
-            devices: Vec::new(),
-        };
-        let mut target_index: HashMap<&[u8], u32> = HashMap::new();
+        let mut targets = Interner::default();
+        let mut symlink_table = Vec::new();
+        let mut devices = Vec::new();
         for &e in &inodes.entries {
             match &tree.entries[e].kind {
-                Kind::Symlink { target } => {
-                    let next = links.symlinks.len() as u32;
-                    let t = *target_index.entry(target.as_slice()).or_insert_with(|| {
-                        links.symlinks.push(target.clone());
-                        next
-                    });
-                    links.symlink_table.push(t);
-                }
-                Kind::Device { rdev } => links.devices.push(*rdev),
+                Kind::Symlink { target } => symlink_table.push(targets.index(target)),
+                Kind::Device { rdev } => devices.push(*rdev),
                 _ => {}
             }
         }
-        links
+        LinkTables {
+            symlinks: targets.list,
+            symlink_table,
+            devices,
+        }
     }
 }
