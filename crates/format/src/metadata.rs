@@ -251,9 +251,16 @@ fn string_list(v: View<'_>) -> Result<StringList> {
     let items = v.list()?.bounded(MAX_ITEMS)?;
     let mut out = StringList::new();
     for i in 0..items.len() {
-        out.push(items.get(i).bytes()?);
+        push(&mut out, items.get(i).bytes()?)?;
     }
     Ok(out)
+}
+
+/// Appends a decoded string, refusing lists past 4 GiB.
+fn push(list: &mut StringList, s: &[u8]) -> Result<()> {
+    list.try_push(s)
+        .map(drop)
+        .ok_or_else(|| corrupt!("metadata: strings exceed 4 GiB"))
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -347,9 +354,9 @@ fn string_table(v: View<'_>, what: &str) -> Result<(StringList, StringStorage)> 
                 )
             })?;
         match &table {
-            Some(t) => out.push(&t.decode_string(piece)?),
-            None => out.push(piece),
-        };
+            Some(t) => push(&mut out, &t.decode_string(piece)?)?,
+            None => push(&mut out, piece)?,
+        }
     }
     let storage = StringStorage::Compact {
         packed_index,

@@ -24,12 +24,18 @@ impl StringList {
     ///
     /// # Panics
     /// If the strings together would pass 4 GiB, which the format's
-    /// 32-bit string offsets cannot address.
+    /// 32-bit string offsets cannot address (see [`try_push`](Self::try_push)).
     pub fn push(&mut self, s: &[u8]) -> u32 {
+        self.try_push(s).expect("strings under 4 GiB")
+    }
+
+    /// Appends `s` and returns its index, or `None` (and leaves the list
+    /// as it was) if the strings together would pass 4 GiB.
+    pub fn try_push(&mut self, s: &[u8]) -> Option<u32> {
+        let end = u32::try_from(self.bytes.len() + s.len()).ok()?;
         self.bytes.extend_from_slice(s);
-        let end = u32::try_from(self.bytes.len()).expect("string list under 4 GiB");
         self.ends.push(end);
-        (self.ends.len() - 1) as u32
+        Some((self.ends.len() - 1) as u32)
     }
 
     /// Number of strings.
@@ -118,9 +124,10 @@ mod tests {
         assert_eq!(list.get(3), None);
         assert_eq!(list.concatenated(), b"usrlib64");
         assert_eq!(list.total_len(), 8);
+        assert_eq!(list.try_push(b"x"), Some(3));
         let again: StringList = list.iter().collect();
         assert_eq!(again, list);
-        assert_eq!(format!("{list:?}"), r#"["usr", "", "lib64"]"#);
+        assert_eq!(format!("{list:?}"), r#"["usr", "", "lib64", "x"]"#);
     }
 
     #[test]
