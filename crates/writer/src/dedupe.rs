@@ -2,8 +2,8 @@
 //! an XXH3-128 hash of their contents, so each distinct content is stored
 //! once and its duplicates share it. Only files whose size another file
 //! shares are read (a file of a size of its own has no duplicate), unless
-//! the ordering stage needs every content's nilsimsa digest, which the
-//! same read computes.
+//! the ordering stage needs each content's nilsimsa digest (see
+//! [`dedupe`] for how that is read once a content).
 
 use crate::order::{Nilsimsa, NilsimsaHasher, NILSIMSA_MIN_SIZE};
 use crate::tree::Tree;
