@@ -13,7 +13,7 @@
 //!   inode table and of the name and symlink lists.
 //! * [`xattrs`] — hoard's extended-attribute table, a metadata field
 //!   DwarFS readers skip.
-//! * [`write`] — the encoders: thrift compact, frozen2, metadata with
+//! * [`write`](mod@write) — the encoders: thrift compact, frozen2, metadata with
 //!   DwarFS's packing options, FSST string tables, history.
 //!
 //! Every length, offset and index read from input is checked; decoding never
