@@ -174,9 +174,11 @@ impl Tree {
         first
     }
 
-    /// Frees every file's source: once the data is written, the metadata
-    /// needs none, and on trees of many small files their memory is what
-    /// the metadata tables then take.
+    /// Frees the paths of files read from a path of their own (archive
+    /// members, hole files; a scanned file's source is its entry and holds
+    /// none): once the data is written, the metadata needs none, and on
+    /// trees of many small files their memory is what the metadata tables
+    /// then take.
     pub fn drop_paths(&mut self) {
         for file in &mut self.files {
             if let Source::Path(path) = &mut file.source {
