@@ -6,6 +6,8 @@
 mod common;
 
 use common::*;
+use hoard_format::section::{Compression, SectionType};
+use hoard_reader::{Image, OpenOptions};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -374,6 +376,79 @@ fn every_level_and_codec_round_trips() {
         assert_ok(&run(&["check", "--full", image.to_str().unwrap()]), "check");
         assert_extracts_to(&image, &manifest);
     }
+}
+
+/// The compression of `image`'s metadata section and its `info --json`.
+fn metadata_of(image: &Path) -> (Compression, serde_json::Value) {
+    let opened = Image::open(image, &OpenOptions::default()).unwrap();
+    let section = opened
+        .sections()
+        .iter()
+        .find(|s| s.header.kind == SectionType::METADATA_V2)
+        .expect("a metadata section");
+    let info = run(&["info", "--json", image.to_str().unwrap()]);
+    assert_ok(&info, "info");
+    (
+        section.header.compression,
+        serde_json::from_slice(&info.stdout).unwrap(),
+    )
+}
+
+#[test]
+fn default_level_packs_tables_and_compresses_small_metadata_with_lzma() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    small_tree(&tree);
+    // Enough entries for metadata that compresses.
+    for i in 0..2000u32 {
+        write(
+            &tree,
+            &format!("many/d{}/file{i}.txt", i % 20),
+            &i.to_le_bytes(),
+        );
+    }
+    let image = dir.path().join("default.dwarfs");
+    assert_ok(&create(&tree, &image, &[]), "create");
+    let (codec, info) = metadata_of(&image);
+    assert_eq!(codec, Compression::LZMA);
+    let packed = &info["packed"];
+    assert_eq!(packed["chunk_table"], true, "{info}");
+    assert_eq!(packed["directories"], true, "{info}");
+    // The `dwarfs` crate misreads a packed shared files table.
+    assert_eq!(packed["shared_files_table"], false, "{info}");
+    assert!(
+        packed["names"]
+            .as_str()
+            .unwrap()
+            .contains("packed_index: true"),
+        "{info}"
+    );
+
+    // An explicit codec applies whatever the size; DwarFS's `auto`-like
+    // packing is `-P names,symlinks`.
+    let zstd = dir.path().join("zstd.dwarfs");
+    let r = create(
+        &tree,
+        &zstd,
+        &[
+            "--metadata-compression",
+            "zstd:level=22",
+            "-P",
+            "names,symlinks",
+        ],
+    );
+    assert_ok(&r, "create");
+    let (codec, info) = metadata_of(&zstd);
+    assert_eq!(codec, Compression::ZSTD);
+    assert_eq!(info["packed"]["chunk_table"], false, "{info}");
+    assert_eq!(info["packed"]["directories"], false, "{info}");
+
+    // Levels 8 and 9 use lzma and levels up to 6 store the metadata as it
+    // is, whatever its size.
+    let l6 = dir.path().join("l6.dwarfs");
+    assert_ok(&create(&tree, &l6, &["-l", "6"]), "create");
+    let (codec, _) = metadata_of(&l6);
+    assert_eq!(codec, Compression::NONE);
 }
 
 #[test]

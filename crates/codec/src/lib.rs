@@ -199,3 +199,10 @@ pub fn uncompressed_size(algo: Compression, payload: &[u8]) -> Result<Option<u64
         Compression(other) => Err(CodecError::UnknownAlgorithm(other)),
     }
 }
+
+/// The uncompressed size an LZMA payload of `payload_len` bytes declares,
+/// read from its last bytes, `tail` (the xz stream's index and footer):
+/// for sources that fetch by byte ranges.
+pub fn lzma_declared_size(tail: &[u8], payload_len: u64) -> Result<u64, CodecError> {
+    lzma::declared_size_at_end(tail, payload_len)
+}

@@ -31,18 +31,29 @@ fn vli(bytes: &[u8], pos: &mut usize) -> Result<u64, CodecError> {
 
 /// The uncompressed size recorded in the index of the (last) xz stream.
 pub fn declared_size(payload: &[u8]) -> Result<u64, CodecError> {
-    if payload.len() < 2 * HEADER_SIZE {
+    declared_size_at_end(payload, payload.len() as u64)
+}
+
+/// [`declared_size`] of a payload of `payload_len` bytes from its last
+/// bytes, `tail`, which must hold the stream's index and footer.
+pub fn declared_size_at_end(tail: &[u8], payload_len: u64) -> Result<u64, CodecError> {
+    if payload_len < 2 * HEADER_SIZE as u64 || (tail.len() as u64) > payload_len {
         return Err(corrupt(ALGO, "payload too small for an xz stream"));
     }
+    // Where `tail` starts in the payload.
+    let skipped = payload_len - tail.len() as u64;
+    if tail.len() < HEADER_SIZE {
+        return Err(corrupt(ALGO, "no xz stream footer"));
+    }
     // Stream padding: groups of four zero bytes after the stream.
-    let mut end = payload.len();
-    while payload[end - 4..end] == [0; 4] {
+    let mut end = tail.len();
+    while tail[end - 4..end] == [0; 4] {
         end -= 4;
-        if end < 2 * HEADER_SIZE {
+        if skipped + (end as u64) < 2 * HEADER_SIZE as u64 || end < HEADER_SIZE {
             return Err(corrupt(ALGO, "payload is all stream padding"));
         }
     }
-    let footer = &payload[end - HEADER_SIZE..end];
+    let footer = &tail[end - HEADER_SIZE..end];
     if &footer[10..12] != FOOTER_MAGIC {
         return Err(corrupt(ALGO, "no xz stream footer"));
     }
@@ -56,9 +67,9 @@ pub fn declared_size(payload: &[u8]) -> Result<u64, CodecError> {
     let footer_pos = end - HEADER_SIZE;
     let index_pos = (footer_pos as u64)
         .checked_sub(index_size)
-        .filter(|&p| p >= HEADER_SIZE as u64)
+        .filter(|&p| skipped + p >= HEADER_SIZE as u64)
         .ok_or_else(|| corrupt(ALGO, "index larger than the stream"))? as usize;
-    let index = &payload[index_pos..footer_pos];
+    let index = &tail[index_pos..footer_pos];
 
     // Indicator, record count, records, padding to four bytes, CRC32.
     if index[0] != 0 {
@@ -87,7 +98,7 @@ pub fn declared_size(payload: &[u8]) -> Result<u64, CodecError> {
     if pos.next_multiple_of(4) != body_end || index[pos..body_end].iter().any(|&b| b != 0) {
         return Err(corrupt(ALGO, "bad index padding"));
     }
-    if blocks_size > (index_pos - HEADER_SIZE) as u64 {
+    if blocks_size > skipped + index_pos as u64 - HEADER_SIZE as u64 {
         return Err(corrupt(
             ALGO,
             "index records more data than the stream holds",

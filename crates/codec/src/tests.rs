@@ -1,7 +1,10 @@
 //! Round trips through every compressor, spec parsing, and refusal of
 //! truncated, garbage and oversized payloads.
 
-use crate::{compressor_from_spec, crc::crc32, decompress, uncompressed_size, varint, CodecError};
+use crate::{
+    compressor_from_spec, crc::crc32, decompress, lzma_declared_size, uncompressed_size, varint,
+    CodecError,
+};
 use hoard_format::section::Compression;
 
 /// Compressible but not trivial: text-like runs mixed with a counter.
@@ -36,6 +39,25 @@ pub(crate) const SPECS: &[&str] = &[
     "brotli:quality=3",
     "brotli:quality=5:lgwin=26",
 ];
+
+#[test]
+fn lzma_size_is_read_from_the_end_of_the_payload() {
+    let data = sample_data(300_000);
+    let payload = compressor_from_spec("lzma:level=1")
+        .unwrap()
+        .compress(&data, None)
+        .unwrap();
+    let len = payload.len() as u64;
+    for tail in [64, 256, payload.len()] {
+        let tail = &payload[payload.len() - tail..];
+        assert_eq!(lzma_declared_size(tail, len).unwrap(), 300_000);
+    }
+    // Too few bytes for the index, or a length the tail does not fit.
+    assert!(lzma_declared_size(&payload[payload.len() - 8..], len).is_err());
+    assert!(lzma_declared_size(&payload[payload.len() - 64..], 40).is_err());
+    // A stream claiming more blocks than the payload holds.
+    assert!(lzma_declared_size(&payload[payload.len() - 64..], 64).is_err());
+}
 
 #[test]
 fn every_compressor_round_trips() {

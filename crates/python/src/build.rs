@@ -168,7 +168,7 @@ pub fn create<'py>(
         o.block_size_bits = b;
     }
     if let Some(c) = opts.take("metadata_compression")? {
-        o.metadata_compression = c;
+        o.set_metadata_compression(c);
     }
     if let Some(c) = opts.take("schema_compression")? {
         o.schema_compression = c;

@@ -458,6 +458,9 @@ impl Filesystem {
         self.entry_range(ino)?;
         let entry = match &self.tables.parent_entry {
             Some(stored) => stored.get(&self.tables.data, ino as usize),
+            // Without stored parents, the root (listed first by every
+            // mount) needs no walk of the tree.
+            None if ino == self.root() => return Ok(ino),
             None => self
                 .parents
                 .get_or_init(|| self.find_parents())

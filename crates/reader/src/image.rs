@@ -10,6 +10,11 @@ use hoard_format::section::{
 use std::borrow::Cow;
 use std::path::Path;
 
+/// Bytes at the end of a remote LZMA payload fetched for its declared
+/// size: the xz stream's index and footer (about 30 bytes for the
+/// one-block streams DwarFS and hoard write).
+const LZMA_TAIL: u64 = 256;
+
 /// Where the image starts in its file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ImageOffset {
@@ -592,7 +597,8 @@ impl Image {
     /// payload does not declare one or cannot be read.
     ///
     /// From a remote source only the payload's first bytes are fetched,
-    /// which holds the size for every codec but LZMA (`None` there).
+    /// which hold the size for every codec but LZMA, whose stream records
+    /// it at its end: there the last bytes (index and footer) are fetched.
     pub fn uncompressed_size(&self, section: &Section) -> Option<u64> {
         let header = self.header_of(section).ok()?;
         let section = &Section {
@@ -604,7 +610,15 @@ impl Image {
             Some(_) if section.header.compression == Compression::NONE => {
                 return Some(section.header.length)
             }
-            Some(_) if section.header.compression == Compression::LZMA => return None,
+            Some(_) if section.header.compression == Compression::LZMA => {
+                let length = section.header.length;
+                let tail_len = length.min(LZMA_TAIL);
+                let tail = self
+                    .source
+                    .read_upto(section.payload_offset() + length - tail_len, tail_len)
+                    .ok()?;
+                return hoard_codec::lzma_declared_size(&tail, length).ok();
+            }
             Some(_) if section.damaged.is_none() => self
                 .source
                 .read_upto(section.payload_offset(), section.header.length.min(64))

@@ -43,6 +43,11 @@ pub struct CreateOptions {
     pub data_compression: String,
     /// Metadata compression spec.
     pub metadata_compression: String,
+    /// Metadata compression spec for encoded metadata of at most
+    /// [`crate::level::SMALL_METADATA`] bytes, where a slower codec's
+    /// smaller output costs a mount milliseconds; None uses
+    /// `metadata_compression` whatever the size.
+    pub small_metadata_compression: Option<String>,
     /// Schema and history compression spec.
     pub schema_compression: String,
     /// Segmenter window, as a power of two; 0 turns segmenting off.
@@ -107,6 +112,13 @@ pub struct CategorySettings {
 }
 
 impl CreateOptions {
+    /// Compresses the metadata with `spec` whatever its size (an explicit
+    /// `--metadata-compression`).
+    pub fn set_metadata_compression(&mut self, spec: String) {
+        self.metadata_compression = spec;
+        self.small_metadata_compression = None;
+    }
+
     /// The options of compression level `level` (0 to 9).
     pub fn at_level(input: PathBuf, output: PathBuf, level: Level) -> Self {
         CreateOptions {
@@ -117,6 +129,7 @@ impl CreateOptions {
             block_size_bits: level.block_size_bits,
             data_compression: level.data.into(),
             metadata_compression: level.metadata.into(),
+            small_metadata_compression: level.small_metadata.map(Into::into),
             schema_compression: level.schema.into(),
             window_bits: level.window_bits,
             window_step_shift: level.window_step_shift,
@@ -570,7 +583,11 @@ pub(crate) fn write_metadata(
     let encoded = encode_metadata(meta, &options.pack).map_err(|e| Error::Input(e.to_string()))?;
     let (algo, payload) = pack_section(&options.schema_compression, &encoded.schema)?;
     image.section(SectionType::METADATA_V2_SCHEMA, algo, &payload)?;
-    let (algo, payload) = pack_section(&options.metadata_compression, &encoded.data)?;
+    let spec = match &options.small_metadata_compression {
+        Some(small) if encoded.data.len() <= crate::level::SMALL_METADATA => small,
+        _ => &options.metadata_compression,
+    };
+    let (algo, payload) = pack_section(spec, &encoded.data)?;
     image.section(SectionType::METADATA_V2, algo, &payload)?;
     Ok(payload.len() as u64)
 }
@@ -608,7 +625,10 @@ fn validate(options: &CreateOptions) -> Result<()> {
         &options.data_compression,
         &options.metadata_compression,
         &options.schema_compression,
-    ] {
+    ]
+    .into_iter()
+    .chain(&options.small_metadata_compression)
+    {
         compressor(spec)?;
     }
     let known = crate::categorize::all_category_names();

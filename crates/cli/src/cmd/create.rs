@@ -59,7 +59,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
         o.block_size_bits = b;
     }
     if let Some(c) = &args.metadata_compression {
-        o.metadata_compression = c.clone();
+        o.set_metadata_compression(c.clone());
     }
     if let Some(c) = &args.schema_compression {
         o.schema_compression = c.clone();
