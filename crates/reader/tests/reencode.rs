@@ -88,4 +88,10 @@ fn packing_options_parse() {
     assert!(PackOptions::parse("all").unwrap().chunk_table);
     assert!(!PackOptions::parse("none").unwrap().names);
     assert!(PackOptions::parse("names,bogus").is_err());
+    // A preset adds to the options named with it, in any order.
+    for spec in ["shared_files,auto", "auto,shared_files"] {
+        assert_eq!(PackOptions::parse(spec).unwrap(), PackOptions::all());
+    }
+    assert!(PackOptions::parse("force,auto").unwrap().force);
+    assert!(!PackOptions::parse("auto").unwrap().shared_files);
 }

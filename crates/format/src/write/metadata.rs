@@ -82,6 +82,21 @@ impl PackOptions {
         }
     }
 
+    /// What either `self` or `other` packs.
+    fn and(self, other: PackOptions) -> Self {
+        PackOptions {
+            chunk_table: self.chunk_table || other.chunk_table,
+            directories: self.directories || other.directories,
+            shared_files: self.shared_files || other.shared_files,
+            names: self.names || other.names,
+            names_index: self.names_index || other.names_index,
+            symlinks: self.symlinks || other.symlinks,
+            symlinks_index: self.symlinks_index || other.symlinks_index,
+            force: self.force || other.force,
+            plain: self.plain || other.plain,
+        }
+    }
+
     /// Parses `auto`, `none`, `all` or a comma-separated list of
     /// `chunk_table`, `directories`, `shared_files`, `names`,
     /// `names_index`, `symlinks`, `symlinks_index`, `force`, `plain`.
@@ -89,19 +104,8 @@ impl PackOptions {
         let mut p = PackOptions::none();
         for item in spec.split(',') {
             match item.trim() {
-                preset @ ("auto" | "all") => {
-                    let PackOptions { force, plain, .. } = p;
-                    let tables = if preset == "all" {
-                        PackOptions::all()
-                    } else {
-                        PackOptions::default()
-                    };
-                    p = PackOptions {
-                        force,
-                        plain,
-                        ..tables
-                    };
-                }
+                "auto" => p = p.and(PackOptions::default()),
+                "all" => p = p.and(PackOptions::all()),
                 "none" => {}
                 "chunk_table" => p.chunk_table = true,
                 "directories" => p.directories = true,
