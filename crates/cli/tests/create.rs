@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use hoard_format::frozen::Schema;
 use hoard_format::section::{Compression, SectionType};
 use hoard_reader::{Image, OpenOptions};
 use std::ffi::OsStr;
@@ -449,6 +450,24 @@ fn default_level_packs_tables_and_compresses_small_metadata_with_lzma() {
     assert_ok(&create(&tree, &l6, &["-l", "6"]), "create");
     let (codec, _) = metadata_of(&l6);
     assert_eq!(codec, Compression::NONE);
+
+    // Compressed metadata has fields of whole bytes (it compresses
+    // smaller so); metadata stored as it is, the fewest bits.
+    let widths = |image: &Path| -> Vec<u32> {
+        let opened = Image::open(image, &OpenOptions::default()).unwrap();
+        let section = opened.find(SectionType::METADATA_V2_SCHEMA).unwrap();
+        let schema = Schema::decode(&opened.load(section, 1 << 20).unwrap()).unwrap();
+        schema
+            .layouts()
+            .filter(|l| l.fields.is_empty())
+            .map(|l| l.bits)
+            .collect()
+    };
+    for compressed in [&image, &zstd] {
+        let bits = widths(compressed);
+        assert!(bits.iter().all(|b| b % 8 == 0), "{bits:?}");
+    }
+    assert!(widths(&l6).iter().any(|b| b % 8 != 0));
 }
 
 #[test]

@@ -129,6 +129,13 @@ struct Lzma {
     mf: Option<usize>,
     nice: Option<u32>,
     depth: Option<u32>,
+    /// Literal context bits, literal position bits, position bits: how
+    /// lzma models literals and matches (0..4 each; lc + lp at most 4).
+    /// Data in rows of whole bytes, like hoard's metadata, compresses
+    /// smaller with `lc=0:lp=2:pb=2` than with the presets' 3, 0, 2.
+    lc: Option<u32>,
+    lp: Option<u32>,
+    pb: Option<u32>,
 }
 
 impl Lzma {
@@ -153,6 +160,15 @@ impl Lzma {
         }
         if let Some(d) = self.depth {
             o.depth(d);
+        }
+        if let Some(n) = self.lc {
+            o.literal_context_bits(n);
+        }
+        if let Some(n) = self.lp {
+            o.literal_position_bits(n);
+        }
+        if let Some(n) = self.pb {
+            o.position_bits(n);
         }
         Ok(o)
     }
@@ -218,6 +234,11 @@ impl Compressor for Lzma {
         }
         if let Some(n) = self.depth {
             s.push_str(&format!(":depth={n}"));
+        }
+        for (key, n) in [("lc", self.lc), ("lp", self.lp), ("pb", self.pb)] {
+            if let Some(n) = n {
+                s.push_str(&format!(":{key}={n}"));
+            }
         }
         s
     }
@@ -396,7 +417,8 @@ impl<'a> Options<'a> {
 /// default 22) and `long`; lzma `level` (0..9, default 9), `extreme`,
 /// `dict_size` (12..30, log2), `binary` (x86, powerpc, ia64, arm, armthumb,
 /// sparc), `mode` (fast, normal), `mf` (hc3, hc4, bt2, bt3, bt4), `nice`
-/// (2..273), `depth`; lz4hc `level` (0..12, default 9); brotli `quality`
+/// (2..273), `depth`, and hoard's `lc`, `lp`, `pb` (0..4, lc + lp at most
+/// 4); lz4hc `level` (0..12, default 9); brotli `quality`
 /// (0..11, default 11) and `lgwin` (10..30, default 22); flac `level`
 /// (0..8, default 5) and `exhaustive` (libFLAC's exhaustive model search),
 /// e.g. `flac:level=8:exhaustive`. A flac compressor takes each block's
@@ -426,16 +448,26 @@ pub fn compressor_from_spec(spec: &str) -> Result<Box<dyn Compressor>, CodecErro
             level: o.number("level", -131_072..=22)?.unwrap_or(22),
             long: o.flag("long")?,
         }),
-        "lzma" => Box::new(Lzma {
-            level: o.number("level", 0..=9)?.unwrap_or(9),
-            extreme: o.flag("extreme")?,
-            dict_size: o.number("dict_size", 12..=30)?,
-            binary: o.choice("binary", &BINARY_FILTERS)?,
-            mode: o.choice("mode", &MODES)?,
-            mf: o.choice("mf", &MATCH_FINDERS)?,
-            nice: o.number("nice", 2..=273)?,
-            depth: o.number("depth", 0..=u32::MAX)?,
-        }),
+        "lzma" => {
+            let lzma = Lzma {
+                level: o.number("level", 0..=9)?.unwrap_or(9),
+                extreme: o.flag("extreme")?,
+                dict_size: o.number("dict_size", 12..=30)?,
+                binary: o.choice("binary", &BINARY_FILTERS)?,
+                mode: o.choice("mode", &MODES)?,
+                mf: o.choice("mf", &MATCH_FINDERS)?,
+                nice: o.number("nice", 2..=273)?,
+                depth: o.number("depth", 0..=u32::MAX)?,
+                lc: o.number("lc", 0..=4)?,
+                lp: o.number("lp", 0..=4)?,
+                pb: o.number("pb", 0..=4)?,
+            };
+            // The presets' lc and lp are 3 and 0.
+            if lzma.lc.unwrap_or(3) + lzma.lp.unwrap_or(0) > 4 {
+                return Err(o.bad("lc + lp must be at most 4"));
+            }
+            Box::new(lzma)
+        }
         "lz4" => Box::new(Lz4),
         "lz4hc" => Box::new(Lz4Hc {
             level: o.number("level", 0..=12)?.unwrap_or(9),

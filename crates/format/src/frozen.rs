@@ -112,6 +112,11 @@ impl Schema {
             bit: 0,
         }
     }
+
+    /// Every layout of the schema, in no particular order.
+    pub fn layouts(&self) -> impl Iterator<Item = &Layout> {
+        self.layouts.values()
+    }
 }
 
 fn int_field(v: &Value, id: i16) -> Result<i64> {

@@ -231,7 +231,7 @@ pub fn to_frozen(x: &Xattrs) -> Frozen {
 mod tests {
     use super::*;
     use crate::frozen::Schema;
-    use crate::write::frozen::freeze;
+    use crate::write::frozen::{freeze, FieldWidths};
 
     fn attr(n: &str, v: &[u8]) -> Xattr {
         (n.as_bytes().to_vec(), v.to_vec())
@@ -249,7 +249,11 @@ mod tests {
         assert_eq!(x.inode_sets, [0, 1, 2, 1]);
         assert_eq!(x.sets.sets.len(), 3);
         assert_eq!(x.inodes_with_xattrs(), 3);
-        let (schema, data) = freeze(&Frozen::fields([(XATTRS_FIELD, to_frozen(&x))])).unwrap();
+        let (schema, data) = freeze(
+            &Frozen::fields([(XATTRS_FIELD, to_frozen(&x))]),
+            FieldWidths::Bits,
+        )
+        .unwrap();
         let schema = Schema::decode(&schema).unwrap();
         let back = decode(schema.root(&data).field(XATTRS_FIELD)).unwrap();
         assert_eq!(back, x);
@@ -274,12 +278,14 @@ mod tests {
         x.push(&[attr("user.a", b"1")]);
         let mut x = x.finish().unwrap();
         x.inode_sets.push(7);
-        let (schema, data) = freeze(&Frozen::fields([(1, to_frozen(&x))])).unwrap();
+        let (schema, data) =
+            freeze(&Frozen::fields([(1, to_frozen(&x))]), FieldWidths::Bits).unwrap();
         let schema = Schema::decode(&schema).unwrap();
         assert!(decode(schema.root(&data).field(1)).is_err());
         x.inode_sets.pop();
         x.sets.sets[1][0].0 = 5;
-        let (schema, data) = freeze(&Frozen::fields([(1, to_frozen(&x))])).unwrap();
+        let (schema, data) =
+            freeze(&Frozen::fields([(1, to_frozen(&x))]), FieldWidths::Bits).unwrap();
         let schema = Schema::decode(&schema).unwrap();
         assert!(decode(schema.root(&data).field(1)).is_err());
     }

@@ -3,7 +3,7 @@
 //! metadata.
 
 use hoard_format::metadata::{Metadata, Storage};
-use hoard_format::write::{encode_metadata, PackOptions};
+use hoard_format::write::{encode_metadata, FieldWidths, PackOptions};
 use hoard_reader::{Filesystem, FsOptions};
 use std::path::PathBuf;
 
@@ -57,11 +57,14 @@ fn every_image_reencodes_with_every_packing() {
             }
         };
         let original = comparable(fs.metadata().unwrap());
-        for spec in specs {
+        for (spec, widths) in specs
+            .iter()
+            .flat_map(|s| [(s, FieldWidths::Bits), (s, FieldWidths::Bytes)])
+        {
             let pack = PackOptions::parse(spec).unwrap();
-            let encoded = encode_metadata(fs.metadata().unwrap(), &pack).unwrap();
+            let encoded = encode_metadata(fs.metadata().unwrap(), &pack, widths).unwrap();
             let back = Metadata::decode(&encoded.schema, &encoded.data)
-                .unwrap_or_else(|e| panic!("{} -P {spec}: {e}", image.display()));
+                .unwrap_or_else(|e| panic!("{} -P {spec} {widths:?}: {e}", image.display()));
             let back = comparable(&back);
             if back != original {
                 let (a, b) = (format!("{original:#?}"), format!("{back:#?}"));
@@ -72,7 +75,7 @@ fn every_image_reencodes_with_every_packing() {
                     .find(|(_, (x, y))| x != y)
                     .map(|(i, (x, y))| format!("line {i}: {x} != {y}"));
                 panic!(
-                    "{} -P {spec}: metadata differs after re-encoding: {first:?}",
+                    "{} -P {spec} {widths:?}: metadata differs after re-encoding: {first:?}",
                     image.display()
                 );
             }

@@ -55,6 +55,12 @@ pub const DEFAULT_LEVEL: u8 = 7;
 
 const SCHEMA: &str = "zstd:level=16";
 
+/// Metadata compression at levels 8 and 9. Metadata fields are whole
+/// bytes wide, in rows: literals are told by their place in a 4-byte
+/// word (`lp=2`) rather than by the byte before them (`lc=0`), which
+/// makes the metadata 2-12% smaller than the preset's `lc=3:lp=0`.
+const METADATA_LZMA: &str = "lzma:level=9:lc=0:lp=2:pb=2";
+
 /// The largest encoded metadata that [`Level::small_metadata`] applies to:
 /// lzma decodes 1 MiB of it in about 20 ms on one core.
 pub const SMALL_METADATA: usize = 1 << 20;
@@ -101,8 +107,9 @@ const LEVELS: [Level; 10] = [
     ),
     Level {
         // A dictionary of SMALL_METADATA bytes holds all of it, and
-        // sets up in a quarter of the time a 64 MiB one takes.
-        small_metadata: Some("lzma:level=9:extreme:dict_size=20"),
+        // sets up in a quarter of the time a 64 MiB one takes; lc, lp
+        // and pb as in METADATA_LZMA.
+        small_metadata: Some("lzma:level=9:extreme:dict_size=20:lc=0:lp=2:pb=2"),
         ..level(
             24,
             "zstd:level=20",
@@ -117,7 +124,7 @@ const LEVELS: [Level; 10] = [
         24,
         "lzma:level=9",
         SCHEMA,
-        "lzma:level=9",
+        METADATA_LZMA,
         10,
         3,
         Order::Similarity,
@@ -126,7 +133,7 @@ const LEVELS: [Level; 10] = [
         26,
         "lzma:level=9",
         SCHEMA,
-        "lzma:level=9",
+        METADATA_LZMA,
         12,
         3,
         Order::NameNilsimsa {

@@ -19,7 +19,7 @@ use hoard_codec::compressor_from_spec;
 use hoard_format::history::HistoryEntry;
 use hoard_format::metadata::Metadata;
 use hoard_format::section::{Compression, SectionType};
-use hoard_format::write::{encode_metadata, PackOptions};
+use hoard_format::write::{encode_metadata, FieldWidths, PackOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -271,7 +271,7 @@ pub(crate) fn compressor(spec: &str) -> Result<Box<dyn hoard_codec::Compressor>>
 
 /// Compresses a non-block section, keeping it uncompressed when that is
 /// not larger.
-fn pack_section(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
+pub(crate) fn pack_section(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
     let c = compressor(spec)?;
     let payload = c
         .compress(data, None)
@@ -280,6 +280,16 @@ fn pack_section(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
         (c.algo(), payload)
     } else {
         (Compression::NONE, data.to_vec())
+    })
+}
+
+/// The field widths for metadata compressed with `spec`: whole bytes,
+/// which compress smaller, unless it is stored as is.
+pub(crate) fn metadata_widths(spec: &str) -> Result<FieldWidths> {
+    Ok(if compressor(spec)?.algo() == Compression::NONE {
+        FieldWidths::Bits
+    } else {
+        FieldWidths::Bytes
     })
 }
 
@@ -580,7 +590,9 @@ pub(crate) fn write_metadata(
     options: &CreateOptions,
     meta: &Metadata,
 ) -> Result<u64> {
-    let encoded = encode_metadata(meta, &options.pack).map_err(|e| Error::Input(e.to_string()))?;
+    let widths = metadata_widths(&options.metadata_compression)?;
+    let encoded =
+        encode_metadata(meta, &options.pack, widths).map_err(|e| Error::Input(e.to_string()))?;
     let (algo, payload) = pack_section(&options.schema_compression, &encoded.schema)?;
     image.section(SectionType::METADATA_V2_SCHEMA, algo, &payload)?;
     let spec = match &options.small_metadata_compression {

@@ -9,10 +9,11 @@
 use crate::blocks::{compress_blocks, BlockProgress, StreamCodec};
 use crate::chmod::Chmod;
 use crate::output::ImageFile;
+use crate::pipeline::{metadata_widths, pack_section};
 use crate::{Error, Result};
 use hoard_format::history::{decode_history, HistoryEntry};
 use hoard_format::metadata::Metadata;
-use hoard_format::section::{Compression, SectionType};
+use hoard_format::section::SectionType;
 use hoard_format::write::{encode_metadata, PackOptions};
 use hoard_reader::{Filesystem, Image, ImageOffset, OpenOptions};
 use std::path::PathBuf;
@@ -133,19 +134,6 @@ fn apply(meta: &mut Metadata, r: &Rebuild) {
         });
         meta.modes = distinct;
     }
-}
-
-/// Compresses with `spec`, keeping the data as is when that is smaller.
-fn pack(spec: &str, data: &[u8]) -> Result<(Compression, Vec<u8>)> {
-    let c = hoard_codec::compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))?;
-    let out = c
-        .compress(data, None)
-        .map_err(|e| Error::Input(e.to_string()))?;
-    Ok(if out.len() < data.len() {
-        (c.algo(), out)
-    } else {
-        (Compression::NONE, data.to_vec())
-    })
 }
 
 /// The distinct (category name, category metadata) pairs of an image's
@@ -278,15 +266,15 @@ pub fn rewrite(
         if let Some(r) = &options.rebuild {
             apply(&mut meta, r);
         }
-        let encoded =
-            encode_metadata(&meta, &options.pack).map_err(|e| Error::Input(e.to_string()))?;
-        let (algo, payload) = pack(&options.schema_compression, &encoded.schema)?;
-        out.section(SectionType::METADATA_V2_SCHEMA, algo, &payload)?;
         let spec = options
             .metadata_compression
             .clone()
             .unwrap_or_else(|| "zstd:level=22".into());
-        let (algo, payload) = pack(&spec, &encoded.data)?;
+        let encoded = encode_metadata(&meta, &options.pack, metadata_widths(&spec)?)
+            .map_err(|e| Error::Input(e.to_string()))?;
+        let (algo, payload) = pack_section(&options.schema_compression, &encoded.schema)?;
+        out.section(SectionType::METADATA_V2_SCHEMA, algo, &payload)?;
+        let (algo, payload) = pack_section(&spec, &encoded.data)?;
         out.section(SectionType::METADATA_V2, algo, &payload)?;
     } else {
         for kind in [SectionType::METADATA_V2_SCHEMA, SectionType::METADATA_V2] {
@@ -311,7 +299,7 @@ pub fn rewrite(
     }
     if !history.is_empty() {
         let encoded = hoard_format::write::encode_history(&history);
-        let (algo, payload) = pack(&options.schema_compression, &encoded)?;
+        let (algo, payload) = pack_section(&options.schema_compression, &encoded)?;
         out.section(SectionType::HISTORY, algo, &payload)?;
     }
     let output_bytes = out.finish(options.section_index, options.recovery)?;

@@ -3,7 +3,7 @@
 //! The input is the normalized form [`Metadata::decode`] returns: packing
 //! happens here.
 
-use super::frozen::{freeze, Column, FreezeError, Frozen};
+use super::frozen::{freeze, Column, FieldWidths, FreezeError, Frozen};
 use super::fsst::Encoder;
 use crate::metadata::{FsOptions, Metadata};
 use crate::string_list::StringList;
@@ -243,10 +243,12 @@ fn pack_shared(shared: &[u32]) -> Option<Vec<u32>> {
         .collect::<Option<Vec<u32>>>()
 }
 
-/// Encodes `meta` with the packing options `pack`.
+/// Encodes `meta` with the packing options `pack`, its integer fields
+/// `widths` wide.
 pub fn encode_metadata(
     meta: &Metadata,
     pack: &PackOptions,
+    widths: FieldWidths,
 ) -> Result<EncodedMetadata, FreezeError> {
     let shared_packed = if pack.shared_files {
         pack_shared(&meta.shared_files)
@@ -413,6 +415,6 @@ pub fn encode_metadata(
             ))),
         );
     }
-    let (schema, data) = freeze(&Frozen::Struct(root))?;
+    let (schema, data) = freeze(&Frozen::Struct(root), widths)?;
     Ok(EncodedMetadata { schema, data })
 }

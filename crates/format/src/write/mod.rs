@@ -13,5 +13,6 @@ pub mod history;
 pub mod metadata;
 pub mod thrift;
 
+pub use frozen::FieldWidths;
 pub use history::encode_history;
 pub use metadata::{encode_metadata, EncodedMetadata, PackOptions};
