@@ -41,6 +41,42 @@ pub(crate) const SPECS: &[&str] = &[
     "brotli:quality=5:lgwin=26",
 ];
 
+/// The memory a decoder needs for `payload` (an xz stream), in bytes.
+fn lzma_decoder_memory(payload: &[u8]) -> u64 {
+    let mut limit = 1 << 16;
+    loop {
+        let mut stream = liblzma::stream::Stream::new_stream_decoder(limit, 0).unwrap();
+        let mut out = Vec::with_capacity(1 << 20);
+        match stream.process_vec(payload, &mut out, liblzma::stream::Action::Finish) {
+            Err(liblzma::stream::Error::MemLimit) => limit *= 2,
+            _ => return limit,
+        }
+    }
+}
+
+#[test]
+fn lzma_dictionary_is_no_larger_than_the_input() {
+    let data = sample_data(300_000);
+    let small = compressor_from_spec("lzma:level=9").unwrap();
+    let payload = small.compress(&data, None).unwrap();
+    assert_eq!(
+        decompress(Compression::LZMA, &payload, data.len()).unwrap(),
+        data
+    );
+    // 512 KiB of dictionary, not the level's 64 MiB.
+    assert!(lzma_decoder_memory(&payload) <= 2 << 20);
+    let explicit = compressor_from_spec("lzma:level=1:dict_size=30").unwrap();
+    assert!(lzma_decoder_memory(&explicit.compress(&data, None).unwrap()) <= 2 << 20);
+    // Larger input keeps the level's dictionary, up to its size.
+    let big = sample_data(5 << 20);
+    let payload = compressor_from_spec("lzma:level=0")
+        .unwrap()
+        .compress(&big, None)
+        .unwrap();
+    let memory = lzma_decoder_memory(&payload);
+    assert!((256 << 10..4 << 20).contains(&memory), "{memory}");
+}
+
 #[test]
 fn lzma_size_is_read_from_the_end_of_the_payload() {
     let data = sample_data(300_000);
