@@ -29,6 +29,7 @@ mod flac_stream;
 mod lz4;
 mod lzma;
 mod partial;
+mod release;
 mod ricepp;
 mod ricepp_encode;
 mod spec;

@@ -4,12 +4,13 @@
 
 use crate::flac_encode::{self, FlacCompressor};
 use crate::ricepp_encode::{self, RiceppCompressor};
-use crate::{lz4, varint, CodecError};
+use crate::{lz4, release, varint, CodecError};
 use hoard_format::section::Compression;
 use liblzma::stream::{Check, Filters, LzmaOptions, MatchFinder, Mode, Stream};
 use std::fmt::Display;
 use std::io::Write;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// Compresses blocks with one algorithm and its settings, into payloads
 /// that [`crate::decompress`] (and DwarFS) read.
@@ -24,6 +25,19 @@ pub trait Compressor: Send + Sync {
     /// the sample layout of PCM audio); only FLAC and RICEPP need it, the
     /// others ignore it.
     fn compress(&self, data: &[u8], metadata: Option<&str>) -> Result<Vec<u8>, CodecError>;
+    /// Compresses like [`Compressor::compress`] a block that others may
+    /// be reading too. A compressor that copies its input (lzma) gives
+    /// the memory of what it has read back as it goes, once `data` is
+    /// held by no one else; the returned flag says whether it did, and
+    /// so whether `data` still holds the block (if not, it must not be
+    /// read again: decode the payload to get the block back).
+    fn compress_shared(
+        &self,
+        data: &mut Arc<Vec<u8>>,
+        metadata: Option<&str>,
+    ) -> Result<(Vec<u8>, bool), CodecError> {
+        Ok((self.compress(data, metadata)?, false))
+    }
     /// The normalized spec of this compressor, with every option spelled
     /// out; [`compressor_from_spec`] accepts it back.
     fn describe(&self) -> String;
@@ -188,11 +202,15 @@ impl Lzma {
     }
 
     fn encode(filters: &Filters, data: &[u8]) -> Result<Vec<u8>, CodecError> {
-        let stream =
-            Stream::new_stream_encoder(filters, Check::Crc64).map_err(|e| failed("lzma", e))?;
-        let mut enc = liblzma::write::XzEncoder::new_stream(Vec::new(), stream);
+        let mut enc = Self::encoder(filters)?;
         enc.write_all(data).map_err(|e| failed("lzma", e))?;
         enc.finish().map_err(|e| failed("lzma", e))
+    }
+
+    fn encoder(filters: &Filters) -> Result<liblzma::write::XzEncoder<Vec<u8>>, CodecError> {
+        let stream =
+            Stream::new_stream_encoder(filters, Check::Crc64).map_err(|e| failed("lzma", e))?;
+        Ok(liblzma::write::XzEncoder::new_stream(Vec::new(), stream))
     }
 }
 
@@ -225,6 +243,32 @@ impl Compressor for Lzma {
         } else {
             best
         })
+    }
+    fn compress_shared(
+        &self,
+        data: &mut Arc<Vec<u8>>,
+        metadata: Option<&str>,
+    ) -> Result<(Vec<u8>, bool), CodecError> {
+        if self.binary.is_some() {
+            // Two tries, each reading the whole block.
+            return Ok((self.compress(data, metadata)?, false));
+        }
+        let mut filters = Filters::new();
+        filters.lzma2(&self.options(data.len())?);
+        let mut enc = Self::encoder(&filters)?;
+        let (mut read, mut released) = (0, 0);
+        while read < data.len() {
+            let end = (read + release::STEP).min(data.len());
+            // The encoder has copied these bytes into its window on return.
+            enc.write_all(&data[read..end])
+                .map_err(|e| failed("lzma", e))?;
+            read = end;
+            if release::release(data, released, read) {
+                released = read;
+            }
+        }
+        let payload = enc.finish().map_err(|e| failed("lzma", e))?;
+        Ok((payload, released > 0))
     }
     fn describe(&self) -> String {
         let mut s = format!("lzma:level={}", self.level);

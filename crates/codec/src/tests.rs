@@ -78,6 +78,40 @@ fn lzma_dictionary_is_no_larger_than_the_input() {
 }
 
 #[test]
+fn lzma_gives_back_a_block_it_has_read_only_when_no_one_else_holds_it() {
+    use std::sync::Arc;
+    let data = sample_data(5 << 20);
+    let specs = SPECS.iter().filter(|s| s.starts_with("lzma"));
+    for spec in specs.chain(&["zstd:level=3", "null"]) {
+        let c = compressor_from_spec(spec).unwrap();
+        let whole = c.compress(&data, None).unwrap();
+        // Shared: the same payload, the block untouched.
+        let mut shared = Arc::new(data.clone());
+        let other = Arc::clone(&shared);
+        let (payload, released) = c.compress_shared(&mut shared, None).unwrap();
+        assert_eq!(payload, whole, "{spec}");
+        assert!(!released, "{spec}");
+        assert_eq!(*other, data, "{spec}");
+        drop(other);
+        // Held by no one else: lzma gives its pages back (they read as
+        // zeros), and the payload is the same.
+        let mut alone = Arc::new(data.clone());
+        let (payload, released) = c.compress_shared(&mut alone, None).unwrap();
+        assert_eq!(payload, whole, "{spec}");
+        let lzma = c.algo() == Compression::LZMA && !spec.contains("binary");
+        assert_eq!(released, lzma, "{spec}");
+        if lzma {
+            assert!(alone[1 << 20..4 << 20].iter().all(|&b| b == 0), "{spec}");
+        }
+        assert_eq!(
+            decompress(c.algo(), &payload, data.len()).unwrap(),
+            data,
+            "{spec}"
+        );
+    }
+}
+
+#[test]
 fn lzma_size_is_read_from_the_end_of_the_payload() {
     let data = sample_data(300_000);
     let payload = compressor_from_spec("lzma:level=1")

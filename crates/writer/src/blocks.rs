@@ -88,28 +88,36 @@ impl BlockSink for StreamSink<'_> {
 
 /// Compresses one block; a block that does not shrink is stored as is.
 /// When a compressor that needs metadata fails on it (audio it cannot
-/// code), `fallback` compresses the block instead.
+/// code), `fallback` compresses the block instead. The compressor may
+/// give back the block's memory as it reads it, once the segmenter no
+/// longer holds it.
 fn compress(
     codec: &StreamCodec<'_>,
     fallback: &dyn Compressor,
-    data: &[u8],
+    data: &mut Arc<Vec<u8>>,
 ) -> Result<(Compression, Vec<u8>)> {
     let c = codec.compressor;
-    let (algo, payload) = match c.compress(data, codec.metadata.as_deref()) {
-        Ok(p) => (c.algo(), p),
+    let len = data.len();
+    let (algo, payload, released) = match c.compress_shared(data, codec.metadata.as_deref()) {
+        Ok((payload, released)) => (c.algo(), payload, released),
         Err(_) if c.needs_metadata() => (
             fallback.algo(),
             fallback
                 .compress(data, None)
                 .map_err(|e| Error::Input(e.to_string()))?,
+            false,
         ),
         Err(e) => return Err(Error::Input(e.to_string())),
     };
-    Ok(if payload.len() < data.len() {
-        (algo, payload)
+    if payload.len() < len {
+        return Ok((algo, payload));
+    }
+    let raw = if released {
+        hoard_codec::decompress(algo, &payload, len).map_err(|e| Error::Input(e.to_string()))?
     } else {
-        (Compression::NONE, data.to_vec())
-    })
+        data.to_vec()
+    };
+    Ok((Compression::NONE, raw))
 }
 
 /// Runs `produce` (the segmenters) with a [`Dispatch`] while `workers`
@@ -146,9 +154,9 @@ pub fn compress_blocks<T: Send>(
             let todo_rx = todo_rx.clone();
             let done_tx = done_tx.clone();
             s.spawn(move || {
-                for (number, stream, data) in todo_rx {
+                for (number, stream, mut data) in todo_rx {
                     let result = match codecs.get(stream) {
-                        Some(codec) => compress(codec, fallback, &data),
+                        Some(codec) => compress(codec, fallback, &mut data),
                         None => Err(Error::Input(format!(
                             "internal error: no codec for stream {stream}"
                         ))),
