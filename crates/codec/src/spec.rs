@@ -163,7 +163,7 @@ impl Lzma {
     /// The encoder settings for `len` bytes of input. The dictionary is
     /// no larger than the input (rounded up to a power of two), as xz
     /// does: a larger one finds nothing more, but its hash tables still
-    /// take memory (32 MiB less for a 26 MiB block at level 9), and a
+    /// take memory (32 MiB less for a 16 MiB block at level 9), and a
     /// decoder sets aside the dictionary size the stream states.
     fn options(&self, len: usize) -> Result<LzmaOptions, CodecError> {
         let extreme = if self.extreme {
