@@ -28,6 +28,7 @@ mod flac_encode;
 mod flac_stream;
 mod lz4;
 mod lzma;
+mod lzma_encode;
 mod partial;
 mod release;
 mod ricepp;

@@ -4,7 +4,7 @@
 
 use crate::flac_encode::{self, FlacCompressor};
 use crate::ricepp_encode::{self, RiceppCompressor};
-use crate::{lz4, release, varint, CodecError};
+use crate::{lz4, lzma_encode, release, varint, CodecError};
 use hoard_format::section::Compression;
 use liblzma::stream::{Check, Filters, LzmaOptions, MatchFinder, Mode, Stream};
 use std::fmt::Display;
@@ -41,6 +41,12 @@ pub trait Compressor: Send + Sync {
     /// The normalized spec of this compressor, with every option spelled
     /// out; [`compressor_from_spec`] accepts it back.
     fn describe(&self) -> String;
+    /// The working memory one call takes for a block of `len` bytes
+    /// (besides the block and the payload), when it is large enough to
+    /// matter; 0 otherwise.
+    fn memory(&self, _len: usize) -> u64 {
+        0
+    }
     /// Whether [`Compressor::compress`] needs category metadata.
     fn needs_metadata(&self) -> bool {
         false
@@ -126,12 +132,23 @@ const BINARY_FILTERS: [(&str, BinaryFilter); 6] = [
     ("sparc", BinaryFilter::Sparc),
 ];
 const MODES: [(&str, Mode); 2] = [("fast", Mode::Fast), ("normal", Mode::Normal)];
+/// liblzma's ids of [`MODES`].
+const MODE_IDS: [liblzma_sys::lzma_mode; 2] =
+    [liblzma_sys::LZMA_MODE_FAST, liblzma_sys::LZMA_MODE_NORMAL];
 const MATCH_FINDERS: [(&str, MatchFinder); 5] = [
     ("hc3", MatchFinder::HashChain3),
     ("hc4", MatchFinder::HashChain4),
     ("bt2", MatchFinder::BinaryTree2),
     ("bt3", MatchFinder::BinaryTree3),
     ("bt4", MatchFinder::BinaryTree4),
+];
+/// liblzma's ids of [`MATCH_FINDERS`].
+const MATCH_FINDER_IDS: [liblzma_sys::lzma_match_finder; 5] = [
+    liblzma_sys::LZMA_MF_HC3,
+    liblzma_sys::LZMA_MF_HC4,
+    liblzma_sys::LZMA_MF_BT2,
+    liblzma_sys::LZMA_MF_BT3,
+    liblzma_sys::LZMA_MF_BT4,
 ];
 
 struct Lzma {
@@ -166,17 +183,8 @@ impl Lzma {
     /// take memory (32 MiB less for a 16 MiB block at level 9), and a
     /// decoder sets aside the dictionary size the stream states.
     fn options(&self, len: usize) -> Result<LzmaOptions, CodecError> {
-        let extreme = if self.extreme {
-            liblzma::stream::PRESET_EXTREME
-        } else {
-            0
-        };
-        let mut o = LzmaOptions::new_preset(self.level | extreme).map_err(|e| failed("lzma", e))?;
-        let wanted = self
-            .dict_size
-            .unwrap_or(PRESET_DICT_BITS[self.level as usize]);
-        let fits = len.max(1).next_power_of_two().trailing_zeros();
-        o.dict_size(1 << wanted.min(fits).max(MIN_DICT_BITS));
+        let mut o = LzmaOptions::new_preset(self.preset()).map_err(|e| failed("lzma", e))?;
+        o.dict_size(self.dict_size(len));
         if let Some(i) = self.mode {
             o.mode(MODES[i].1);
         }
@@ -201,6 +209,72 @@ impl Lzma {
         Ok(o)
     }
 
+    /// The liblzma preset of `level` and `extreme`.
+    fn preset(&self) -> u32 {
+        let extreme = if self.extreme {
+            liblzma::stream::PRESET_EXTREME
+        } else {
+            0
+        };
+        self.level | extreme
+    }
+
+    /// The dictionary size for `len` bytes of input (see [`Lzma::options`]).
+    fn dict_size(&self, len: usize) -> u32 {
+        let wanted = self
+            .dict_size
+            .unwrap_or(PRESET_DICT_BITS[self.level as usize]);
+        let fits = len.max(1).next_power_of_two().trailing_zeros();
+        1 << wanted.min(fits).max(MIN_DICT_BITS)
+    }
+
+    /// The encoder settings for `len` bytes of input in liblzma's own
+    /// form: the preset with every option given applied (the same
+    /// settings [`Lzma::options`] builds).
+    fn resolved(&self, len: usize) -> Option<liblzma_sys::lzma_options_lzma> {
+        // SAFETY: all-zero is a valid value of this plain C struct, and
+        // lzma_lzma_preset fills it.
+        let mut o: liblzma_sys::lzma_options_lzma = unsafe { std::mem::zeroed() };
+        if unsafe { liblzma_sys::lzma_lzma_preset(&mut o, self.preset()) } != 0 {
+            return None;
+        }
+        o.dict_size = self.dict_size(len);
+        if let Some(i) = self.mode {
+            o.mode = MODE_IDS[i];
+        }
+        if let Some(i) = self.mf {
+            o.mf = MATCH_FINDER_IDS[i];
+        }
+        o.nice_len = self.nice.unwrap_or(o.nice_len);
+        o.depth = self.depth.unwrap_or(o.depth);
+        o.lc = self.lc.unwrap_or(o.lc);
+        o.lp = self.lp.unwrap_or(o.lp);
+        o.pb = self.pb.unwrap_or(o.pb);
+        Some(o)
+    }
+
+    /// The settings for 7-Zip's encoder ([`lzma_encode`]), when it can
+    /// do what is asked: normal mode with a binary-tree match finder (the
+    /// presets of levels 4 to 9), no branch filter, some input. Other
+    /// settings go to liblzma.
+    fn two_thread_settings(&self, len: usize) -> Option<lzma_encode::Settings> {
+        if self.binary.is_some() || len == 0 {
+            return None;
+        }
+        let o = self.resolved(len)?;
+        let i = MATCH_FINDER_IDS.iter().position(|&id| id == o.mf)?;
+        let hash_bytes = MATCH_FINDERS[i].0.strip_prefix("bt")?.parse().ok()?;
+        (o.mode == liblzma_sys::LZMA_MODE_NORMAL).then_some(lzma_encode::Settings {
+            dict_size: o.dict_size,
+            lc: o.lc,
+            lp: o.lp,
+            pb: o.pb,
+            nice_len: o.nice_len,
+            depth: o.depth,
+            hash_bytes,
+        })
+    }
+
     fn encode(filters: &Filters, data: &[u8]) -> Result<Vec<u8>, CodecError> {
         let mut enc = Self::encoder(filters)?;
         enc.write_all(data).map_err(|e| failed("lzma", e))?;
@@ -219,6 +293,9 @@ impl Compressor for Lzma {
         Compression::LZMA
     }
     fn compress(&self, data: &[u8], _metadata: Option<&str>) -> Result<Vec<u8>, CodecError> {
+        if let Some(settings) = self.two_thread_settings(data.len()) {
+            return lzma_encode::compress(data, &settings);
+        }
         let opts = self.options(data.len())?;
         let mut plain = Filters::new();
         plain.lzma2(&opts);
@@ -244,11 +321,36 @@ impl Compressor for Lzma {
             best
         })
     }
+    fn memory(&self, len: usize) -> u64 {
+        let Some(mut options) = self.resolved(len) else {
+            return 0;
+        };
+        let filters = [
+            liblzma_sys::lzma_filter {
+                id: liblzma_sys::LZMA_FILTER_LZMA2,
+                options: &mut options as *mut _ as *mut std::ffi::c_void,
+            },
+            liblzma_sys::lzma_filter {
+                id: liblzma_sys::LZMA_VLI_UNKNOWN,
+                options: std::ptr::null_mut(),
+            },
+        ];
+        // SAFETY: a filter chain ended by LZMA_VLI_UNKNOWN, whose options
+        // outlive the call. liblzma's figure is the same structures
+        // 7-Zip's encoder allocates, within a few percent.
+        match unsafe { liblzma_sys::lzma_raw_encoder_memusage(filters.as_ptr()) } {
+            u64::MAX => 0,
+            n => n,
+        }
+    }
     fn compress_shared(
         &self,
         data: &mut Arc<Vec<u8>>,
         metadata: Option<&str>,
     ) -> Result<(Vec<u8>, bool), CodecError> {
+        if let Some(settings) = self.two_thread_settings(data.len()) {
+            return lzma_encode::compress_shared(data, &settings);
+        }
         if self.binary.is_some() {
             // Two tries, each reading the whole block.
             return Ok((self.compress(data, metadata)?, false));

@@ -34,6 +34,8 @@ pub(crate) const SPECS: &[&str] = &[
     "lzma:level=2:extreme:dict_size=16",
     "lzma:level=0:binary=x86:mode=fast:mf=hc4:nice=32:depth=8",
     "lzma:level=3:lc=0:lp=2:pb=2",
+    "lzma:level=9",
+    "lzma:level=5:mf=bt2:nice=100:depth=20:lc=1:lp=1:pb=1",
     "lz4",
     "lz4hc",
     "lz4hc:level=12",
@@ -52,6 +54,47 @@ fn lzma_decoder_memory(payload: &[u8]) -> u64 {
             _ => return limit,
         }
     }
+}
+
+#[test]
+fn lzma_streams_pass_every_check_of_liblzma() {
+    use liblzma::stream::{Action, Status, Stream};
+    // Level 9 and bt2 go to 7-Zip's encoder, the others to liblzma's;
+    // liblzma checks the container 7-Zip's stream is wrapped in.
+    let data = sample_data(3 << 20);
+    for spec in SPECS.iter().filter(|s| s.starts_with("lzma")) {
+        let payload = compressor_from_spec(spec)
+            .unwrap()
+            .compress(&data, None)
+            .unwrap();
+        let mut stream = Stream::new_stream_decoder(u64::MAX, 0).unwrap();
+        let mut out = Vec::with_capacity(data.len() + 1);
+        let status = stream
+            .process_vec(&payload, &mut out, Action::Finish)
+            .unwrap();
+        // The stream's end: its index, check and footer were verified.
+        assert_eq!(status, Status::StreamEnd, "{spec}");
+        assert_eq!(stream.total_in(), payload.len() as u64, "{spec}");
+        assert!(out == data, "{spec}");
+    }
+}
+
+#[test]
+fn lzma_tells_the_memory_its_encoder_takes() {
+    const MIB: u64 = 1 << 20;
+    let level9 = compressor_from_spec("lzma:level=9").unwrap();
+    // xz(1): level 9 compresses with 674 MiB.
+    let full = level9.memory(64 << 20);
+    assert!((600 * MIB..700 * MIB).contains(&full), "{full}");
+    // A 16 MiB block has a 16 MiB dictionary and far smaller tables.
+    let small = level9.memory(16 << 20);
+    assert!((100 * MIB..250 * MIB).contains(&small), "{small}");
+    assert_eq!(
+        compressor_from_spec("zstd:level=22")
+            .unwrap()
+            .memory(64 << 20),
+        0
+    );
 }
 
 #[test]
