@@ -4,7 +4,8 @@
 use hoard_writer::pipeline::Phase;
 use hoard_writer::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 /// Formats a byte count with a binary unit.
@@ -40,16 +41,18 @@ pub fn with_display<T>(progress: &Progress, show: bool, work: impl FnOnce() -> T
     if !show {
         return work();
     }
-    let stop = AtomicBool::new(false);
+    let (stop, stopped) = mpsc::channel::<()>();
     std::thread::scope(|s| {
-        s.spawn(|| draw(progress, &stop));
+        s.spawn(move || draw(progress, &stopped));
         let result = work();
-        stop.store(true, Ordering::Relaxed);
+        // Wakes the display at once: a build does not wait for its tick.
+        drop(stop);
         result
     })
 }
 
-fn draw(p: &Progress, stop: &AtomicBool) {
+/// Redraws the display every 100 ms until `stop`'s sender is dropped.
+fn draw(p: &Progress, stop: &Receiver<()>) {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(5));
     let spinner = ProgressStyle::with_template("{spinner} {prefix:>12} {msg}")
         .unwrap_or_else(|_| ProgressStyle::default_spinner());
@@ -59,7 +62,7 @@ fn draw(p: &Progress, stop: &AtomicBool) {
     .unwrap_or_else(|_| ProgressStyle::default_bar())
     .progress_chars("=> ");
     let mut shown = None;
-    while !stop.load(Ordering::Relaxed) {
+    loop {
         let phase = p.phase();
         if shown != Some(phase) {
             shown = Some(phase);
@@ -121,7 +124,9 @@ fn draw(p: &Progress, stop: &AtomicBool) {
             }
         }
         bar.tick();
-        std::thread::sleep(Duration::from_millis(100));
+        if stop.recv_timeout(Duration::from_millis(100)) != Err(RecvTimeoutError::Timeout) {
+            break;
+        }
     }
     bar.finish_and_clear();
 }
