@@ -813,6 +813,8 @@ fn the_dwarfs_crate_reads_our_images() {
     for (codec, extra) in [
         ("lz4", &["-l", "1"][..]),
         ("zstd", &["-l", "4", "-S", "16"][..]),
+        // Blocks and metadata from 7-Zip's lzma encoder.
+        ("lzma-9", &["-l", "9", "-S", "16"][..]),
         // Every packing but `shared_files`: dwarfs 0.2.1 unpacks packed
         // shared files tables differently from the format spec (it
         // repeats each count instead of each index), so it cannot be the

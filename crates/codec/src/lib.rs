@@ -15,7 +15,7 @@
 //! |---|---|
 //! | none | the bytes |
 //! | zstd | one zstd frame that records its content size |
-//! | lzma | one xz stream (CRC64 check); its index gives the size |
+//! | lzma | one xz stream (CRC64 check); its index gives the size (written by 7-Zip's encoder, see `lzma_encode`, or liblzma's) |
 //! | lz4, lz4hc | `u32` size, then one raw LZ4 block |
 //! | brotli | varint size, then a brotli stream (large windows allowed) |
 //! | flac | varint size, thrift-compact `flac_block_header`, then a FLAC stream |
