@@ -72,9 +72,13 @@ impl Input<'_> {
         }
     }
 
+    /// Copies the next bytes into `buf`: at most one release step, so
+    /// that 7-Zip, which asks for as much as its window has room for,
+    /// reads the block as it goes and never holds a copy of all of it
+    /// beside the caller's.
     fn read(&mut self, buf: &mut [u8]) -> usize {
         let data = self.bytes();
-        let n = buf.len().min(data.len() - self.pos);
+        let n = buf.len().min(data.len() - self.pos).min(release::STEP);
         let chunk = &data[self.pos..self.pos + n];
         buf[..n].copy_from_slice(chunk);
         // SAFETY: the pointer and length describe `chunk`.

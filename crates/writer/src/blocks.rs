@@ -121,40 +121,69 @@ fn compress(
 }
 
 /// Working memory the compressors of blocks being compressed side by side
-/// may hold between them; a block whose compressor would go past it
-/// waits until the others are done (one block always goes ahead). Two
-/// level-9 lzma encoders of 64 MiB blocks take about 1.3 GiB: side by
-/// side they made the quick `rootfs` corpus's peak 33% higher (1,102
-/// against 828 MB) for an 11% shorter build, since each already keeps
-/// two cores busy (7-Zip's encoder with its match finder thread). Two
-/// 16 MiB ones (level 8, about 190 MiB each) still run side by side.
-const COMPRESSOR_MEMORY: u64 = 1 << 30;
+/// may hold between them on a tree of few blocks (see
+/// [`compressor_memory`]). Two level-9 lzma encoders of 64 MiB blocks
+/// take about 1.3 GiB: side by side on the quick `rootfs` corpus (two
+/// blocks) they made the peak 40% higher (1,063 against 762 MB) for a
+/// build 8% shorter, since each already keeps two cores busy (7-Zip's
+/// encoder with its match finder thread). Two 16 MiB ones (level 8,
+/// about 190 MiB each) still run side by side.
+const FEW_BLOCKS_COMPRESSOR_MEMORY: u64 = 1 << 30;
 
-/// The compressors' working memory in use, counted against
-/// [`COMPRESSOR_MEMORY`].
+/// The working memory compressors side by side may hold between them,
+/// for about `blocks` blocks on `workers` workers. On a tree of few
+/// blocks the last block decides the time, and one large encoder at a
+/// time finishes nearly as soon as two for far less memory; on a tree
+/// of more than two blocks a worker, every worker stays busy to the
+/// end, and two encoders (as `mkdwarfs` runs) pay: the full `rootfs`
+/// corpus at `-l9` took 332 s instead of 420 s, its peak 1,539 instead
+/// of 1,044 MiB (`mkdwarfs`: 438 s, 1,752 MiB).
+pub fn compressor_memory(blocks: u64, workers: usize) -> u64 {
+    if blocks > 2 * workers.max(1) as u64 {
+        u64::MAX
+    } else {
+        FEW_BLOCKS_COMPRESSOR_MEMORY
+    }
+}
+
+/// How much the compression stage may run and hold at once.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolLimits {
+    /// Compression threads.
+    pub workers: usize,
+    /// Blocks in memory, from being sent until written.
+    pub in_flight: usize,
+    /// Working memory of the compressors side by side
+    /// ([`compressor_memory`]).
+    pub compressor_memory: u64,
+}
+
+/// The compressors' working memory in use, counted against a limit.
 struct MemoryBudget {
+    limit: u64,
     /// Bytes in use and the number of compressors holding them.
     used: Mutex<(u64, usize)>,
     freed: Condvar,
 }
 
 impl MemoryBudget {
-    fn new() -> Self {
+    fn new(limit: u64) -> Self {
         MemoryBudget {
+            limit,
             used: Mutex::new((0, 0)),
             freed: Condvar::new(),
         }
     }
 
     /// Whether `bytes` more may be taken when `used` is held.
-    fn fits((bytes_used, holders): (u64, usize), bytes: u64) -> bool {
-        holders == 0 || bytes_used + bytes <= COMPRESSOR_MEMORY
+    fn fits(&self, (bytes_used, holders): (u64, usize), bytes: u64) -> bool {
+        holders == 0 || bytes_used.saturating_add(bytes) <= self.limit
     }
 
     /// Waits until `bytes` more fit and takes them.
     fn take(&self, bytes: u64) -> TakenMemory<'_> {
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        while !Self::fits(*used, bytes) {
+        while !self.fits(*used, bytes) {
             used = self.freed.wait(used).unwrap_or_else(|e| e.into_inner());
         }
         used.0 += bytes;
@@ -182,23 +211,22 @@ impl Drop for TakenMemory<'_> {
     }
 }
 
-/// Runs `produce` (the segmenters) with a [`Dispatch`] while `workers`
-/// threads compress its blocks (within [`COMPRESSOR_MEMORY`]), each with the codec of its stream (an
-/// index into `codecs`), and one thread writes them to `image` in order,
-/// with at most `in_flight` blocks in memory. Returns what `produce`
-/// returned.
+/// Runs `produce` (the segmenters) with a [`Dispatch`] while
+/// `limits.workers` threads compress its blocks, each with the codec of
+/// its stream (an index into `codecs`), and one thread writes them to
+/// `image` in order, with at most `limits.in_flight` blocks in memory.
+/// Returns what `produce` returned.
 #[allow(clippy::too_many_arguments)]
 pub fn compress_blocks<T: Send>(
     image: &mut ImageFile,
     codecs: &[StreamCodec<'_>],
     fallback: &dyn Compressor,
-    workers: usize,
-    in_flight: usize,
+    limits: PoolLimits,
     progress: &BlockProgress,
     cancel: Arc<AtomicBool>,
     produce: impl FnOnce(&mut Dispatch) -> Result<T> + Send,
 ) -> Result<T> {
-    let in_flight = in_flight.max(1);
+    let in_flight = limits.in_flight.max(1);
     let (todo_tx, todo_rx) = bounded::<Job>(in_flight);
     type Done = (u32, Result<([u8; V2_HEADER_SIZE], Vec<u8>)>, u64);
     let (done_tx, done_rx) = bounded::<Done>(in_flight);
@@ -211,9 +239,9 @@ pub fn compress_blocks<T: Send>(
             .send(())
             .expect("the channel has room for every ticket");
     }
-    let budget = MemoryBudget::new();
+    let budget = MemoryBudget::new(limits.compressor_memory);
     std::thread::scope(|s| {
-        for _ in 0..workers.max(1) {
+        for _ in 0..limits.workers.max(1) {
             let todo_rx = todo_rx.clone();
             let done_tx = done_tx.clone();
             let budget = &budget;
@@ -290,15 +318,20 @@ mod tests {
     #[test]
     fn compressors_share_the_memory_budget() {
         const MIB: u64 = 1 << 20;
-        // One level-9 lzma encoder (about 674 MiB) leaves no room for a
-        // second, but does for a level-8 one, and zstd (0) always fits.
-        assert!(MemoryBudget::fits((0, 0), 674 * MIB));
-        assert!(!MemoryBudget::fits((674 * MIB, 1), 674 * MIB));
-        assert!(MemoryBudget::fits((674 * MIB, 1), 190 * MIB));
-        assert!(MemoryBudget::fits((674 * MIB, 1), 0));
+        // Few blocks: one level-9 lzma encoder (about 674 MiB) leaves no
+        // room for a second, but does for a level-8 one, and zstd (0)
+        // always fits.
+        let budget = MemoryBudget::new(compressor_memory(2, 2));
+        assert!(budget.fits((0, 0), 674 * MIB));
+        assert!(!budget.fits((674 * MIB, 1), 674 * MIB));
+        assert!(budget.fits((674 * MIB, 1), 190 * MIB));
+        assert!(budget.fits((674 * MIB, 1), 0));
         // Nothing held: even more than the budget goes ahead.
-        assert!(MemoryBudget::fits((0, 0), 4 * COMPRESSOR_MEMORY));
-        let budget = MemoryBudget::new();
+        assert!(budget.fits((0, 0), 4 * FEW_BLOCKS_COMPRESSOR_MEMORY));
+        // Many blocks: every worker runs whatever its compressor takes.
+        let many = MemoryBudget::new(compressor_memory(5, 2));
+        assert!(many.fits((674 * MIB, 1), 674 * MIB));
+        assert_eq!(compressor_memory(4, 2), FEW_BLOCKS_COMPRESSOR_MEMORY);
         let first = budget.take(674 * MIB);
         let second = budget.take(190 * MIB);
         assert_eq!(*budget.used.lock().unwrap(), (864 * MIB, 2));

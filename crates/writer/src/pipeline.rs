@@ -1,7 +1,7 @@
 //! The whole build: options, the run of every stage, live progress
 //! counters and the final summary.
 
-use crate::blocks::{compress_blocks, BlockProgress, StreamCodec};
+use crate::blocks::{compress_blocks, compressor_memory, BlockProgress, PoolLimits, StreamCodec};
 use crate::categorize::{categorize, CategorizeOptions, Category, Fragments, DEFAULT_CATEGORY};
 use crate::dedupe::{dedupe, Content, DedupeOptions, DedupeProgress, Deduped};
 use crate::delta::{DeltaCounts, DeltaOptions};
@@ -524,12 +524,16 @@ fn write_blocks(
             metadata: p.category.metadata.clone(),
         })
         .collect();
+    let limits = PoolLimits {
+        workers: options.workers,
+        in_flight: blocks_in_flight(options, plans),
+        compressor_memory: compressor_memory(expected_blocks(layout, options), options.workers),
+    };
     compress_blocks(
         image,
         &codecs,
         layout.streams.default.as_ref(),
-        options.workers,
-        blocks_in_flight(options, plans),
+        limits,
         &progress.blocks,
         Arc::clone(cancel),
         |dispatch| {
@@ -542,6 +546,21 @@ fn write_blocks(
             )
         },
     )
+}
+
+/// About how many blocks the data will fill: its bytes after file
+/// dedupe (before segmenting) over the largest block size.
+fn expected_blocks(layout: &Layout<'_>, options: &CreateOptions) -> u64 {
+    let max_block = layout
+        .streams
+        .plans
+        .iter()
+        .map(|p| p.config.block_size)
+        .max()
+        .unwrap_or(1 << options.block_size_bits)
+        .max(1) as u64;
+    let bytes: u64 = layout.contents.iter().map(|c| c.size).sum();
+    bytes.div_ceil(max_block)
 }
 
 /// Block bytes in flight that keep the workers fed: more only costs

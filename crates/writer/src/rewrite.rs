@@ -6,7 +6,7 @@
 //! `--rebuild-metadata` re-applies owner, group, time and permission
 //! overrides and the packing options to the stored metadata.
 
-use crate::blocks::{compress_blocks, BlockProgress, StreamCodec};
+use crate::blocks::{compress_blocks, compressor_memory, BlockProgress, PoolLimits, StreamCodec};
 use crate::chmod::Chmod;
 use crate::output::ImageFile;
 use crate::pipeline::{metadata_widths, pack_section};
@@ -224,12 +224,16 @@ pub fn rewrite(
                 hoard_codec::compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))?;
             let in_flight = (options.memory_limit / block_size.max(1) as u64)
                 .clamp(1, 4 * options.workers.max(1) as u64) as usize;
+            let limits = PoolLimits {
+                workers: options.workers,
+                in_flight,
+                compressor_memory: compressor_memory(blocks.len() as u64, options.workers),
+            };
             compress_blocks(
                 &mut out,
                 &codecs,
                 fallback.as_ref(),
-                options.workers,
-                in_flight,
+                limits,
                 progress,
                 Arc::clone(&cancel),
                 |dispatch| {
