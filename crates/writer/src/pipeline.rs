@@ -548,19 +548,21 @@ fn write_blocks(
     )
 }
 
-/// About how many blocks the data will fill: its bytes after file
-/// dedupe (before segmenting) over the largest block size.
-fn expected_blocks(layout: &Layout<'_>, options: &CreateOptions) -> u64 {
-    let max_block = layout
-        .streams
-        .plans
+/// The largest block size of any stream.
+fn largest_block(options: &CreateOptions, plans: &[StreamPlan]) -> u64 {
+    plans
         .iter()
         .map(|p| p.config.block_size)
         .max()
         .unwrap_or(1 << options.block_size_bits)
-        .max(1) as u64;
+        .max(1) as u64
+}
+
+/// About how many blocks the data will fill: its bytes after file
+/// dedupe (before segmenting) over the largest block size.
+fn expected_blocks(layout: &Layout<'_>, options: &CreateOptions) -> u64 {
     let bytes: u64 = layout.contents.iter().map(|c| c.size).sum();
-    bytes.div_ceil(max_block)
+    bytes.div_ceil(largest_block(options, &layout.streams.plans))
 }
 
 /// Block bytes in flight that keep the workers fed: more only costs
@@ -574,11 +576,7 @@ const ENOUGH_IN_FLIGHT: u64 = 256 << 20;
 /// per worker, one being filled: 1 MiB blocks at `-l1` peaked 3 MiB
 /// higher with 4 per worker, in the same time).
 fn blocks_in_flight(options: &CreateOptions, plans: &[StreamPlan]) -> usize {
-    let max_block = plans
-        .iter()
-        .map(|p| p.config.block_size)
-        .max()
-        .unwrap_or(1 << options.block_size_bits) as u64;
+    let max_block = largest_block(options, plans);
     let max_lookback = plans.iter().map(|p| p.config.lookback).max().unwrap_or(0);
     let workers = options.workers.max(1) as u64;
     let by_memory = (options.memory_limit / max_block).saturating_sub(max_lookback as u64 + 1);
