@@ -216,7 +216,6 @@ impl Drop for TakenMemory<'_> {
 /// its stream (an index into `codecs`), and one thread writes them to
 /// `image` in order, with at most `limits.in_flight` blocks in memory.
 /// Returns what `produce` returned.
-#[allow(clippy::too_many_arguments)]
 pub fn compress_blocks<T: Send>(
     image: &mut ImageFile,
     codecs: &[StreamCodec<'_>],
