@@ -155,13 +155,9 @@ pub(crate) fn compress_shared(
     encode(Source::Shared(data), settings)
 }
 
-fn encode(source: Source, settings: &Settings) -> Result<(Vec<u8>, bool), CodecError> {
-    static ALLOCATOR: std::sync::OnceLock<AllocatorCell> = std::sync::OnceLock::new();
-    let alloc = ALLOCATOR.get_or_init(|| AllocatorCell(Allocator::default()));
-    let len = match &source {
-        Source::Borrowed(b) => b.len(),
-        Source::Shared(a) => a.len(),
-    };
+/// 7-Zip's settings for `settings` on `len` bytes: one solid LZMA2
+/// block, normal mode, a binary-tree match finder in a thread of its own.
+fn props(settings: &Settings, len: usize) -> CLzma2EncProps {
     let mut props = CLzma2EncProps::default();
     // SAFETY: plain struct initialisation.
     unsafe { Lzma2EncProps_Init(&mut props) };
@@ -181,6 +177,17 @@ fn encode(source: Source, settings: &Settings) -> Result<(Vec<u8>, bool), CodecE
     props.numBlockThreads_Max = 1;
     props.numBlockThreads_Reduced = 1;
     props.numTotalThreads = THREADS as i32;
+    props
+}
+
+fn encode(source: Source, settings: &Settings) -> Result<(Vec<u8>, bool), CodecError> {
+    static ALLOCATOR: std::sync::OnceLock<AllocatorCell> = std::sync::OnceLock::new();
+    let alloc = ALLOCATOR.get_or_init(|| AllocatorCell(Allocator::default()));
+    let len = match &source {
+        Source::Borrowed(b) => b.len(),
+        Source::Shared(a) => a.len(),
+    };
+    let props = props(settings, len);
 
     // SAFETY: the allocator lives for the whole program.
     let handle = unsafe { Lzma2Enc_Create(alloc.0.as_ref(), alloc.0.as_ref()) };
