@@ -7,7 +7,7 @@
 //! `pcmaudio/waveform`.
 
 use crate::spec::Compressor;
-use crate::{varint, CodecError};
+use crate::{failed, varint, CodecError};
 use hoard_format::section::Compression;
 
 const ALGO: &str = "flac";
@@ -26,13 +26,6 @@ const SAMPLE_RATE: u32 = 48_000;
 pub const MAX_LEVEL: u32 = 8;
 /// The level used when a spec gives none (libFLAC's and DwarFS's default).
 pub const DEFAULT_LEVEL: u32 = 5;
-
-fn failed(msg: impl ToString) -> CodecError {
-    CodecError::Compress {
-        algo: ALGO,
-        msg: msg.to_string(),
-    }
-}
 
 /// Compresses PCM audio blocks into DwarFS FLAC payloads with libFLAC.
 ///
@@ -71,37 +64,43 @@ impl PcmLayout {
     /// `{"bits_per_sample":16,"bytes_per_sample":2,"endianness":"little",
     /// "number_of_channels":2,"padding":"msb","signedness":"signed"}`.
     fn parse(metadata: Option<&str>) -> Result<Self, CodecError> {
-        let text = metadata.ok_or_else(|| failed("no sample layout metadata for the block"))?;
+        let text =
+            metadata.ok_or_else(|| failed(ALGO, "no sample layout metadata for the block"))?;
         let json: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| failed(format!("bad metadata: {e}")))?;
+            serde_json::from_str(text).map_err(|e| failed(ALGO, format!("bad metadata: {e}")))?;
         let number = |key: &str, range: std::ops::RangeInclusive<u64>| {
             let n = json
                 .get(key)
                 .and_then(serde_json::Value::as_u64)
-                .ok_or_else(|| failed(format!("metadata needs a number '{key}'")))?;
+                .ok_or_else(|| failed(ALGO, format!("metadata needs a number '{key}'")))?;
             if range.contains(&n) {
                 Ok(n as u32)
             } else {
-                Err(failed(format!(
-                    "metadata '{key}' is {n}, not in {}..{}",
-                    range.start(),
-                    range.end()
-                )))
+                Err(failed(
+                    ALGO,
+                    format!(
+                        "metadata '{key}' is {n}, not in {}..{}",
+                        range.start(),
+                        range.end()
+                    ),
+                ))
             }
         };
         let choice = |key: &str, yes: &str, no: &str| match json.get(key).and_then(|v| v.as_str()) {
             Some(v) if v == yes => Ok(true),
             Some(v) if v == no => Ok(false),
-            _ => Err(failed(format!(
-                "metadata '{key}' must be '{yes}' or '{no}'"
-            ))),
+            _ => Err(failed(
+                ALGO,
+                format!("metadata '{key}' must be '{yes}' or '{no}'"),
+            )),
         };
         let bytes = number("bytes_per_sample", 1..=4)?;
         let bits = number("bits_per_sample", 8..=32)?;
         if bits > 8 * bytes {
-            return Err(failed(format!(
-                "metadata has {bits} bits per sample in {bytes} bytes"
-            )));
+            return Err(failed(
+                ALGO,
+                format!("metadata has {bits} bits per sample in {bytes} bytes"),
+            ));
         }
         Ok(PcmLayout {
             channels: number("number_of_channels", 1..=8)?,
@@ -182,13 +181,16 @@ impl PcmLayout {
             }
             let raw = u32::from_le_bytes(le);
             let sample = self.sample_of(raw).ok_or_else(|| {
-                failed(format!(
-                    "sample {} (0x{raw:x}) has padding bits that {} bits per sample \
+                failed(
+                    ALGO,
+                    format!(
+                        "sample {} (0x{raw:x}) has padding bits that {} bits per sample \
                      in {} bytes cannot restore",
-                    first + i,
-                    self.bits,
-                    self.bytes
-                ))
+                        first + i,
+                        self.bits,
+                        self.bytes
+                    ),
+                )
             })?;
             out.push(sample);
         }
@@ -225,13 +227,16 @@ impl Compressor for FlacCompressor {
         let layout = PcmLayout::parse(metadata)?;
         let frame = layout.frame_bytes();
         if !data.len().is_multiple_of(frame) {
-            return Err(failed(format!(
-                "{} bytes are not a whole number of {frame}-byte frames \
+            return Err(failed(
+                ALGO,
+                format!(
+                    "{} bytes are not a whole number of {frame}-byte frames \
                  ({} channels of {} bytes)",
-                data.len(),
-                layout.channels,
-                layout.bytes
-            )));
+                    data.len(),
+                    layout.channels,
+                    layout.bytes
+                ),
+            ));
         }
         let mut out = Vec::with_capacity(5 * data.len() / 8 + 16);
         payload_prefix(data.len(), &layout, &mut out);
@@ -243,7 +248,7 @@ impl Compressor for FlacCompressor {
             exhaustive: self.exhaustive,
             total_samples: (data.len() / frame) as u64,
         };
-        let mut encoder = ffi::StreamEncoder::new(&settings, out).map_err(failed)?;
+        let mut encoder = ffi::StreamEncoder::new(&settings, out).map_err(|e| failed(ALGO, e))?;
         let chunk_frames = SAMPLES_PER_CALL / layout.channels as usize;
         let mut samples = Vec::with_capacity(chunk_frames * layout.channels as usize);
         for (i, chunk) in data.chunks(chunk_frames * frame).enumerate() {
@@ -254,9 +259,9 @@ impl Compressor for FlacCompressor {
             )?;
             encoder
                 .process_interleaved(&samples, layout.channels as usize)
-                .map_err(failed)?;
+                .map_err(|e| failed(ALGO, e))?;
         }
-        encoder.finish().map_err(failed)
+        encoder.finish().map_err(|e| failed(ALGO, e))
     }
 
     fn describe(&self) -> String {

@@ -106,6 +106,13 @@ pub(crate) fn corrupt(algo: &'static str, msg: impl ToString) -> CodecError {
     }
 }
 
+pub(crate) fn failed(algo: &'static str, msg: impl ToString) -> CodecError {
+    CodecError::Compress {
+        algo,
+        msg: msg.to_string(),
+    }
+}
+
 pub(crate) fn unsupported(algo: &'static str, msg: impl ToString) -> CodecError {
     CodecError::Unsupported {
         algo,

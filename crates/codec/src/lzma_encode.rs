@@ -8,7 +8,7 @@
 //! container liblzma and DwarFS read: one block, CRC64 check.
 
 use crate::crc::crc32;
-use crate::{release, CodecError};
+use crate::{failed, release, CodecError};
 use lzma_sdk_sys::{
     Allocator, CLzma2EncProps, ISeqInStreamPtr, ISeqInStream_, ISeqOutStreamPtr, ISeqOutStream_,
     Lzma2EncProps_Init, Lzma2Enc_Create, Lzma2Enc_Destroy, Lzma2Enc_Encode2, Lzma2Enc_SetDataSize,
@@ -32,6 +32,7 @@ pub(crate) struct Settings {
     pub hash_bytes: u32,
 }
 
+const ALGO: &str = "lzma";
 /// Threads of one encoder: the encoder and its match finder.
 const THREADS: usize = 2;
 /// 7-Zip's LZMA2 block size meaning "one block": no dictionary resets.
@@ -134,13 +135,6 @@ impl Drop for Encoder {
     }
 }
 
-fn failed(msg: impl std::fmt::Display) -> CodecError {
-    CodecError::Compress {
-        algo: "lzma",
-        msg: msg.to_string(),
-    }
-}
-
 /// Compresses `data` into one xz stream.
 pub(crate) fn compress(data: &[u8], settings: &Settings) -> Result<Vec<u8>, CodecError> {
     encode(Source::Borrowed(data), settings).map(|(payload, _)| payload)
@@ -192,13 +186,16 @@ fn encode(source: Source, settings: &Settings) -> Result<(Vec<u8>, bool), CodecE
     // SAFETY: the allocator lives for the whole program.
     let handle = unsafe { Lzma2Enc_Create(alloc.0.as_ref(), alloc.0.as_ref()) };
     if handle.is_null() {
-        return Err(failed("out of memory"));
+        return Err(failed(ALGO, "out of memory"));
     }
     let encoder = Encoder(handle);
     // SAFETY: a live encoder and initialised properties.
     let res = unsafe { Lzma2Enc_SetProps(encoder.0, &props) };
     if res != 0 {
-        return Err(failed(format!("7-Zip rejected the settings (error {res})")));
+        return Err(failed(
+            ALGO,
+            format!("7-Zip rejected the settings (error {res})"),
+        ));
     }
     // SAFETY: a live encoder whose properties are set.
     unsafe { Lzma2Enc_SetDataSize(encoder.0, len as u64) };
@@ -238,10 +235,13 @@ fn encode(source: Source, settings: &Settings) -> Result<(Vec<u8>, bool), CodecE
         )
     };
     if res != 0 {
-        return Err(failed(format!("7-Zip encoder error {res}")));
+        return Err(failed(ALGO, format!("7-Zip encoder error {res}")));
     }
     if input.pos != len {
-        return Err(failed("the encoder stopped before the end of its input"));
+        return Err(failed(
+            ALGO,
+            "the encoder stopped before the end of its input",
+        ));
     }
     let mut payload = output.bytes;
     let unpadded = payload.len() - block_start + CHECK_SIZE;

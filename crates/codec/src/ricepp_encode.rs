@@ -9,7 +9,7 @@
 //! beat the raw words it writes them raw.
 
 use crate::spec::Compressor;
-use crate::{varint, CodecError};
+use crate::{failed, varint, CodecError};
 use hoard_format::section::Compression;
 
 const ALGO: &str = "ricepp";
@@ -23,13 +23,6 @@ const VERSION: u16 = 1;
 pub const DEFAULT_BLOCK_SIZE: usize = 128;
 /// Accepted `block_size` values.
 pub const BLOCK_SIZES: std::ops::RangeInclusive<usize> = 16..=512;
-
-fn failed(msg: impl ToString) -> CodecError {
-    CodecError::Compress {
-        algo: ALGO,
-        msg: msg.to_string(),
-    }
-}
 
 /// Compresses FITS image blocks into DwarFS RICEPP payloads.
 ///
@@ -54,19 +47,23 @@ impl Layout {
     /// `{"bytes_per_sample":2,"component_count":1,"endianness":"big",
     /// "unused_lsb_count":0}`.
     fn parse(metadata: Option<&str>) -> Result<Self, CodecError> {
-        let text = metadata.ok_or_else(|| failed("no pixel layout metadata for the block"))?;
+        let text =
+            metadata.ok_or_else(|| failed(ALGO, "no pixel layout metadata for the block"))?;
         let json: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| failed(format!("bad metadata: {e}")))?;
+            serde_json::from_str(text).map_err(|e| failed(ALGO, format!("bad metadata: {e}")))?;
         let number = |key: &str, range: std::ops::RangeInclusive<u64>| {
             json.get(key)
                 .and_then(serde_json::Value::as_u64)
                 .filter(|n| range.contains(n))
                 .ok_or_else(|| {
-                    failed(format!(
-                        "metadata needs '{key}' in {}..={}",
-                        range.start(),
-                        range.end()
-                    ))
+                    failed(
+                        ALGO,
+                        format!(
+                            "metadata needs '{key}' in {}..={}",
+                            range.start(),
+                            range.end()
+                        ),
+                    )
                 })
         };
         number("bytes_per_sample", 2..=2)?;
@@ -75,7 +72,7 @@ impl Layout {
         let big_endian = match json.get("endianness").and_then(serde_json::Value::as_str) {
             Some("big") => true,
             Some("little") => false,
-            _ => return Err(failed("metadata needs 'endianness' big or little")),
+            _ => return Err(failed(ALGO, "metadata needs 'endianness' big or little")),
         };
         Ok(Layout {
             components,
@@ -244,11 +241,14 @@ impl Compressor for RiceppCompressor {
         let layout = Layout::parse(metadata)?;
         let pixel = 2 * layout.components;
         if !data.len().is_multiple_of(pixel) {
-            return Err(failed(format!(
-                "{} bytes is not a whole number of {}-component pixels",
-                data.len(),
-                layout.components
-            )));
+            return Err(failed(
+                ALGO,
+                format!(
+                    "{} bytes is not a whole number of {}-component pixels",
+                    data.len(),
+                    layout.components
+                ),
+            ));
         }
         let mut out = Vec::with_capacity(data.len() / 2 + 32);
         self.prefix(data.len(), &layout, &mut out);

@@ -4,7 +4,7 @@
 
 use crate::flac_encode::{self, FlacCompressor};
 use crate::ricepp_encode::{self, RiceppCompressor};
-use crate::{lz4, lzma_encode, release, varint, CodecError};
+use crate::{failed, lz4, lzma_encode, release, varint, CodecError};
 use hoard_format::section::Compression;
 use liblzma::stream::{Check, Filters, LzmaOptions, MatchFinder, Mode, Stream};
 use std::fmt::Display;
@@ -62,13 +62,6 @@ pub trait Compressor: Send + Sync {
 
 /// Largest input LZ4 blocks can hold (`LZ4_MAX_INPUT_SIZE`).
 const LZ4_MAX_INPUT: usize = 0x7e00_0000;
-
-fn failed(algo: &'static str, e: impl ToString) -> CodecError {
-    CodecError::Compress {
-        algo,
-        msg: e.to_string(),
-    }
-}
 
 struct Null;
 
