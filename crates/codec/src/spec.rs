@@ -170,35 +170,24 @@ const PRESET_DICT_BITS: [u32; 10] = [18, 20, 21, 22, 22, 23, 23, 24, 25, 26];
 const MIN_DICT_BITS: u32 = 12;
 
 impl Lzma {
-    /// The encoder settings for `len` bytes of input. The dictionary is
-    /// no larger than the input (rounded up to a power of two), as xz
-    /// does: a larger one finds nothing more, but its hash tables still
-    /// take memory (32 MiB less for a 16 MiB block at level 9), and a
-    /// decoder sets aside the dictionary size the stream states.
+    /// [`Lzma::resolved`] as the liblzma crate takes it.
     fn options(&self, len: usize) -> Result<LzmaOptions, CodecError> {
+        let bad = || failed("lzma", format!("no preset {}", self.preset()));
+        let r = self.resolved(len).ok_or_else(bad)?;
+        let mode = MODE_IDS.iter().position(|&m| m == r.mode).ok_or_else(bad)?;
+        let mf = MATCH_FINDER_IDS
+            .iter()
+            .position(|&m| m == r.mf)
+            .ok_or_else(bad)?;
         let mut o = LzmaOptions::new_preset(self.preset()).map_err(|e| failed("lzma", e))?;
-        o.dict_size(self.dict_size(len));
-        if let Some(i) = self.mode {
-            o.mode(MODES[i].1);
-        }
-        if let Some(i) = self.mf {
-            o.match_finder(MATCH_FINDERS[i].1);
-        }
-        if let Some(n) = self.nice {
-            o.nice_len(n);
-        }
-        if let Some(d) = self.depth {
-            o.depth(d);
-        }
-        if let Some(n) = self.lc {
-            o.literal_context_bits(n);
-        }
-        if let Some(n) = self.lp {
-            o.literal_position_bits(n);
-        }
-        if let Some(n) = self.pb {
-            o.position_bits(n);
-        }
+        o.dict_size(r.dict_size)
+            .literal_context_bits(r.lc)
+            .literal_position_bits(r.lp)
+            .position_bits(r.pb)
+            .mode(MODES[mode].1)
+            .nice_len(r.nice_len)
+            .match_finder(MATCH_FINDERS[mf].1)
+            .depth(r.depth);
         Ok(o)
     }
 
@@ -212,7 +201,11 @@ impl Lzma {
         self.level | extreme
     }
 
-    /// The dictionary size for `len` bytes of input (see [`Lzma::options`]).
+    /// The dictionary size for `len` bytes of input: no larger than the
+    /// input (rounded up to a power of two), as xz does. A larger one
+    /// finds nothing more, but its hash tables still take memory (32 MiB
+    /// less for a 16 MiB block at level 9), and a decoder sets aside the
+    /// dictionary size the stream states.
     fn dict_size(&self, len: usize) -> u32 {
         let wanted = self
             .dict_size
@@ -222,8 +215,7 @@ impl Lzma {
     }
 
     /// The encoder settings for `len` bytes of input in liblzma's own
-    /// form: the preset with every option given applied (the same
-    /// settings [`Lzma::options`] builds).
+    /// form: the preset with every option given applied.
     fn resolved(&self, len: usize) -> Option<liblzma_sys::lzma_options_lzma> {
         // SAFETY: all-zero is a valid value of this plain C struct, and
         // lzma_lzma_preset fills it.
