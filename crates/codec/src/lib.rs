@@ -41,6 +41,7 @@ mod tests_partial;
 mod varint;
 mod versions;
 mod zstd;
+mod zstd_encode;
 
 pub use partial::{partial_decoder, PartialDecoder};
 pub use spec::{compressor_from_spec, Compressor};

@@ -4,13 +4,14 @@
 
 use crate::flac_encode::{self, FlacCompressor};
 use crate::ricepp_encode::{self, RiceppCompressor};
-use crate::{failed, lz4, lzma_encode, release, varint, CodecError};
+use crate::{failed, lz4, lzma_encode, release, varint, zstd_encode, CodecError};
 use hoard_format::section::Compression;
 use liblzma::stream::{Check, Filters, LzmaOptions, MatchFinder, Mode, Stream};
 use std::fmt::Display;
 use std::io::Write;
 use std::str::FromStr;
 use std::sync::Arc;
+use zstd::zstd_safe::zstd_sys::ZSTD_cParameter as ZstdParameter;
 
 /// Compresses blocks with one algorithm and its settings, into payloads
 /// that [`crate::decompress`] (and DwarFS) read.
@@ -81,6 +82,70 @@ struct Zstd {
     level: i32,
     /// Long-distance matching with a window as large as the block.
     long: bool,
+    /// Match-finder parameters that override the level's, as powers of
+    /// two where zstd takes them so; zstd still shrinks them to fit a
+    /// small block, so they cost memory only where the block needs it.
+    tuning: ZstdTuning,
+    encoder: zstd_encode::Encoder,
+}
+
+/// zstd's match-finder parameters (`ZSTD_c_hashLog` and friends), each
+/// left at the level's value when `None`.
+#[derive(Default, Clone, Copy)]
+struct ZstdTuning {
+    hash_log: Option<u32>,
+    chain_log: Option<u32>,
+    search_log: Option<u32>,
+    min_match: Option<u32>,
+    target_length: Option<u32>,
+}
+
+impl ZstdTuning {
+    /// The options' names, ranges (zstd's own bounds on 64-bit
+    /// machines) and the zstd parameter each sets.
+    #[allow(clippy::type_complexity)]
+    const OPTIONS: [(
+        &'static str,
+        std::ops::RangeInclusive<u32>,
+        ZstdParameter,
+        fn(&mut ZstdTuning) -> &mut Option<u32>,
+    ); 5] = [
+        ("hash_log", 6..=30, ZstdParameter::ZSTD_c_hashLog, |t| {
+            &mut t.hash_log
+        }),
+        ("chain_log", 6..=30, ZstdParameter::ZSTD_c_chainLog, |t| {
+            &mut t.chain_log
+        }),
+        ("search_log", 1..=30, ZstdParameter::ZSTD_c_searchLog, |t| {
+            &mut t.search_log
+        }),
+        ("min_match", 3..=7, ZstdParameter::ZSTD_c_minMatch, |t| {
+            &mut t.min_match
+        }),
+        (
+            "target_length",
+            0..=131_072,
+            ZstdParameter::ZSTD_c_targetLength,
+            |t| &mut t.target_length,
+        ),
+    ];
+
+    fn parse(o: &mut Options) -> Result<Self, CodecError> {
+        let mut tuning = ZstdTuning::default();
+        for (name, range, _, field) in Self::OPTIONS {
+            *field(&mut tuning) = o.number(name, range)?;
+        }
+        Ok(tuning)
+    }
+
+    /// The options that are set, with their zstd parameters, in
+    /// [`Self::OPTIONS`]' order.
+    fn set(mut self) -> Vec<(&'static str, u32, ZstdParameter)> {
+        Self::OPTIONS
+            .into_iter()
+            .filter_map(|(name, _, parameter, field)| Some((name, (*field(&mut self))?, parameter)))
+            .collect()
+    }
 }
 
 impl Compressor for Zstd {
@@ -88,20 +153,35 @@ impl Compressor for Zstd {
         Compression::ZSTD
     }
     fn compress(&self, data: &[u8], _metadata: Option<&str>) -> Result<Vec<u8>, CodecError> {
-        use ::zstd::zstd_safe::CParameter;
-        let mut c = ::zstd::bulk::Compressor::new(self.level).map_err(|e| failed("zstd", e))?;
+        let mut parameters = Vec::new();
         if self.long {
             let window_log = usize::BITS - data.len().saturating_sub(1).leading_zeros();
-            c.set_parameter(CParameter::EnableLongDistanceMatching(true))
-                .and_then(|_| c.set_parameter(CParameter::WindowLog(window_log.clamp(10, 31))))
-                .map_err(|e| failed("zstd", e))?;
+            parameters.push((ZstdParameter::ZSTD_c_enableLongDistanceMatching, 1));
+            parameters.push((
+                ZstdParameter::ZSTD_c_windowLog,
+                i64::from(window_log.clamp(10, 31)),
+            ));
         }
-        // One-shot compression records the content size DwarFS needs.
-        c.compress(data).map_err(|e| failed("zstd", e))
+        for (_, value, parameter) in self.tuning.set() {
+            parameters.push((parameter, i64::from(value)));
+        }
+        let min_match_3 = !matches!(self.tuning.min_match, Some(m) if m != 3);
+        if self.tuning.hash_log.is_none() && min_match_3 {
+            if let Some(hash_log) = zstd_encode::hash_log_for(data, self.level) {
+                parameters.push((ZstdParameter::ZSTD_c_hashLog, hash_log));
+            }
+        }
+        self.encoder.compress(data, self.level, &parameters)
     }
     fn describe(&self) -> String {
         let long = if self.long { ":long" } else { "" };
-        format!("zstd:level={}{long}", self.level)
+        let tuning: String = self
+            .tuning
+            .set()
+            .iter()
+            .map(|(name, value, _)| format!(":{name}={value}"))
+            .collect();
+        format!("zstd:level={}{long}{tuning}", self.level)
     }
 }
 
@@ -559,7 +639,11 @@ impl<'a> Options<'a> {
 /// `brotli:quality=11:lgwin=22`.
 ///
 /// Options and their defaults follow DwarFS: zstd `level` (-131072..22,
-/// default 22) and `long`; lzma `level` (0..9, default 9), `extreme`,
+/// default 22) and `long`, and hoard's `hash_log`, `chain_log`,
+/// `search_log` (powers of two), `min_match` and `target_length`, which
+/// override the level's match finder as zstd's parameters of those names
+/// do (left out, a high level still widens its hash table for a block
+/// whose bytes are spread nearly evenly); lzma `level` (0..9, default 9), `extreme`,
 /// `dict_size` (12..30, log2), `binary` (x86, powerpc, ia64, arm, armthumb,
 /// sparc), `mode` (fast, normal), `mf` (hc3, hc4, bt2, bt3, bt4), `nice`
 /// (2..273), `depth`, and hoard's `lc`, `lp`, `pb` (0..4, lc + lp at most
@@ -592,6 +676,8 @@ pub fn compressor_from_spec(spec: &str) -> Result<Box<dyn Compressor>, CodecErro
         "zstd" => Box::new(Zstd {
             level: o.number("level", -131_072..=22)?.unwrap_or(22),
             long: o.flag("long")?,
+            tuning: ZstdTuning::parse(&mut o)?,
+            encoder: Default::default(),
         }),
         "lzma" => {
             let lzma = Lzma {

@@ -1,0 +1,348 @@
+//! zstd encoding with the encoder's working memory in transparent huge
+//! pages.
+//!
+//! At the levels hoard builds images with (19 to 22), zstd's match finder
+//! walks a binary tree and a hash table of up to 128 MiB each, one random
+//! step after another. In 4 KiB pages nearly every step also misses the
+//! TLB; in 2 MiB pages most do not, and the same frame comes out in about
+//! 7% less time (see the writer's README, "zstd in huge pages"). The
+//! memory is the same, only its pages are larger. Where the kernel has no
+//! transparent huge pages, the allocation is an ordinary mapping.
+
+use crate::{failed, CodecError};
+use std::ffi::{c_int, c_void, CStr};
+use std::ptr::{self, NonNull};
+use std::sync::Mutex;
+use zstd::zstd_safe::zstd_sys as sys;
+
+const ALGO: &str = "zstd";
+
+/// The size of a huge page on x86-64 and most 64-bit ARM kernels.
+const HUGE_PAGE: usize = 2 << 20;
+/// Bytes in front of every allocation that say how it was made: the
+/// mapping's start and length, or a zero length for `malloc`. 64 keeps
+/// zstd's data on the cache-line alignment it aligns its tables to.
+const HEADER: usize = 64;
+
+/// zstd's allocation callback: blocks of at least a huge page are mapped
+/// on their own, starting at a huge-page boundary, and marked for huge
+/// pages; smaller ones come from `malloc`.
+unsafe extern "C" fn allocate(_opaque: *mut c_void, size: usize) -> *mut c_void {
+    let Some(total) = size.checked_add(HEADER) else {
+        return ptr::null_mut();
+    };
+    if total < HUGE_PAGE {
+        // SAFETY: malloc takes any size; the header fits in `total`.
+        unsafe {
+            let base = libc::malloc(total);
+            if base.is_null() {
+                return base;
+            }
+            base.cast::<[usize; 2]>().write([0, 0]);
+            return base.cast::<u8>().add(HEADER).cast();
+        }
+    }
+    let Some(length) = total.checked_add(HUGE_PAGE) else {
+        return ptr::null_mut();
+    };
+    // SAFETY: a new private anonymous mapping, aligned up inside itself
+    // (the extra huge page leaves room); only its first `total` bytes
+    // from `start` on are used, and its untouched rest costs no memory.
+    unsafe {
+        let map = libc::mmap(
+            ptr::null_mut(),
+            length,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if map == libc::MAP_FAILED {
+            return ptr::null_mut();
+        }
+        let start = (map as usize).next_multiple_of(HUGE_PAGE) as *mut u8;
+        // Advice only: without huge pages the mapping works as it is.
+        libc::madvise(start.cast(), total, libc::MADV_HUGEPAGE);
+        start.cast::<[usize; 2]>().write([map as usize, length]);
+        start.add(HEADER).cast()
+    }
+}
+
+/// zstd's free callback, for what [`allocate`] returned.
+unsafe extern "C" fn release(_opaque: *mut c_void, address: *mut c_void) {
+    if address.is_null() {
+        return;
+    }
+    // SAFETY: `address` came from `allocate`, which wrote the header in
+    // front of it.
+    unsafe {
+        let base = address.cast::<u8>().sub(HEADER);
+        match base.cast::<[usize; 2]>().read() {
+            [_, 0] => libc::free(base.cast()),
+            [map, length] => {
+                libc::munmap(map as *mut c_void, length);
+            }
+        }
+    }
+}
+
+/// One zstd compression context whose memory [`allocate`] provides.
+struct Context(NonNull<sys::ZSTD_CCtx>);
+
+// SAFETY: a zstd context may be used from any thread, one at a time;
+// `Encoder` hands each to one caller at a time.
+unsafe impl Send for Context {}
+
+impl Context {
+    fn new() -> Result<Self, CodecError> {
+        let memory = sys::ZSTD_customMem {
+            customAlloc: Some(allocate),
+            customFree: Some(release),
+            opaque: ptr::null_mut(),
+        };
+        // SAFETY: both callbacks are safe for any size and pointer zstd
+        // passes; zstd keeps `memory` by value.
+        let cctx = unsafe { sys::ZSTD_createCCtx_advanced(memory) };
+        NonNull::new(cctx)
+            .map(Context)
+            .ok_or_else(|| failed(ALGO, "cannot allocate a compression context"))
+    }
+
+    fn set(&mut self, parameter: sys::ZSTD_cParameter, value: i64) -> Result<(), CodecError> {
+        let value = c_int::try_from(value)
+            .map_err(|_| failed(ALGO, format!("{parameter:?} {value} is out of range")))?;
+        // SAFETY: a live context; zstd checks the parameter's range.
+        check(unsafe { sys::ZSTD_CCtx_setParameter(self.0.as_ptr(), parameter, value) }).map(drop)
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: the context is ours and used by no one after this.
+        unsafe { sys::ZSTD_freeCCtx(self.0.as_ptr()) };
+    }
+}
+
+/// zstd's result code as a `Result`.
+fn check(code: usize) -> Result<usize, CodecError> {
+    // SAFETY: takes any code.
+    if unsafe { sys::ZSTD_isError(code) } == 0 {
+        return Ok(code);
+    }
+    // SAFETY: zstd's error names are static C strings.
+    let name = unsafe { CStr::from_ptr(sys::ZSTD_getErrorName(code)) };
+    Err(failed(ALGO, name.to_string_lossy()))
+}
+
+/// The lowest level whose match finder hashes 3-byte prefixes (its
+/// minimum match length on inputs above 256 KiB).
+const FIRST_MIN_MATCH_3_LEVEL: i32 = 18;
+/// Bits per byte above which a block's bytes are spread nearly evenly:
+/// compressed or encrypted data (deflate streams measure 7.99, machine
+/// code 5.3-6.1, text less).
+const SPREAD_ENTROPY: f64 = 7.5;
+/// The hash table size, as a power of two, for such a block: room for
+/// every 3-byte prefix.
+const SPREAD_HASH_LOG: i64 = 25;
+
+/// The hash table size to compress `data` with at `level`, where the
+/// level's own is too small for it; `None` leaves the level's.
+///
+/// zstd's binary-tree match finder keeps one tree per hash slot. In
+/// bytes spread nearly evenly nearly all 16.7 million 3-byte prefixes
+/// occur, and in the 2^23 slots of levels 18 to 21 the trees of two or
+/// more prefixes share a slot and grow deeper. With a slot for each
+/// prefix the 3 near-incompressible 16 MiB blocks of the quick `rootfs`
+/// corpus compress in about a quarter less time, to frames within a
+/// byte of the same size (see the writer's README, "zstd in huge
+/// pages"); elsewhere the larger table only costs memory.
+pub(crate) fn hash_log_for(data: &[u8], level: i32) -> Option<i64> {
+    if level < FIRST_MIN_MATCH_3_LEVEL || byte_entropy(data) < SPREAD_ENTROPY {
+        return None;
+    }
+    Some(SPREAD_HASH_LOG)
+}
+
+/// The entropy of `data`'s byte histogram, in bits per byte (0 to 8).
+fn byte_entropy(data: &[u8]) -> f64 {
+    let mut counts = [0u64; 256];
+    for &byte in data {
+        counts[usize::from(byte)] += 1;
+    }
+    let total = data.len() as f64;
+    counts
+        .iter()
+        .filter(|&&n| n > 0)
+        .map(|&n| {
+            let p = n as f64 / total;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// zstd compression contexts kept between blocks: a context's tables
+/// (hundreds of MiB at the high levels) are mapped and faulted in once
+/// per thread that compresses, not once per block. They are freed with
+/// the encoder.
+#[derive(Default)]
+pub(crate) struct Encoder {
+    idle: Mutex<Vec<Context>>,
+}
+
+impl Encoder {
+    /// Compresses `data` into one zstd frame that records its content
+    /// size, with the compression level and then each of `parameters`
+    /// set. The frame is the same as a new context would make.
+    pub(crate) fn compress(
+        &self,
+        data: &[u8],
+        level: i32,
+        parameters: &[(sys::ZSTD_cParameter, i64)],
+    ) -> Result<Vec<u8>, CodecError> {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut context = match idle {
+            Some(context) => context,
+            None => Context::new()?,
+        };
+        let frame = compress(&mut context, data, level, parameters)?;
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(context);
+        Ok(frame)
+    }
+}
+
+fn compress(
+    context: &mut Context,
+    data: &[u8],
+    level: i32,
+    parameters: &[(sys::ZSTD_cParameter, i64)],
+) -> Result<Vec<u8>, CodecError> {
+    // SAFETY: a live context, between frames.
+    check(unsafe {
+        sys::ZSTD_CCtx_reset(
+            context.0.as_ptr(),
+            sys::ZSTD_ResetDirective::ZSTD_reset_session_and_parameters,
+        )
+    })?;
+    context.set(
+        sys::ZSTD_cParameter::ZSTD_c_compressionLevel,
+        i64::from(level),
+    )?;
+    for &(parameter, value) in parameters {
+        context.set(parameter, value)?;
+    }
+    // SAFETY: takes any size.
+    let bound = unsafe { sys::ZSTD_compressBound(data.len()) };
+    let mut out = Vec::<u8>::with_capacity(check(bound)?);
+    // SAFETY: `out` has room for `bound` bytes, the most zstd writes; a
+    // one-shot call writes the frame's content size into its header.
+    let written = check(unsafe {
+        sys::ZSTD_compress2(
+            context.0.as_ptr(),
+            out.as_mut_ptr().cast(),
+            out.capacity(),
+            data.as_ptr().cast(),
+            data.len(),
+        )
+    })?;
+    // SAFETY: zstd initialized the first `written` bytes.
+    unsafe { out.set_len(written) };
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::sample_data;
+
+    /// Bytes spread evenly, as compressed data is.
+    fn spread_data(len: usize) -> Vec<u8> {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect()
+    }
+
+    fn decode(frame: &[u8], len: usize) -> Vec<u8> {
+        crate::decompress(hoard_format::section::Compression::ZSTD, frame, len).unwrap()
+    }
+
+    #[test]
+    fn a_kept_context_makes_the_frames_a_new_one_makes() {
+        // Large enough for tables in huge-page mappings, then small ones
+        // (malloc) and large again, in one encoder and in new ones.
+        let blocks = [
+            sample_data(3 << 20),
+            sample_data(70_000),
+            spread_data(1 << 20),
+            sample_data(5 << 20),
+        ];
+        let kept = Encoder::default();
+        for (level, parameters) in [
+            (19, vec![]),
+            (3, vec![]),
+            (20, vec![(sys::ZSTD_cParameter::ZSTD_c_hashLog, 25)]),
+        ] {
+            for block in &blocks {
+                let again = kept.compress(block, level, &parameters).unwrap();
+                let new = Encoder::default()
+                    .compress(block, level, &parameters)
+                    .unwrap();
+                assert_eq!(again, new, "level {level}, {} bytes", block.len());
+                assert_eq!(decode(&again, block.len()), *block);
+            }
+        }
+        assert_eq!(kept.idle.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn encoders_in_parallel_each_get_a_context() {
+        let encoder = Encoder::default();
+        let block = sample_data(1 << 20);
+        let expected = Encoder::default().compress(&block, 9, &[]).unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..3 {
+                        assert_eq!(encoder.compress(&block, 9, &[]).unwrap(), expected);
+                    }
+                });
+            }
+        });
+        let idle = encoder.idle.lock().unwrap().len();
+        assert!((1..=3).contains(&idle), "{idle} contexts kept");
+    }
+
+    #[test]
+    fn spread_bytes_get_a_hash_slot_for_every_prefix_at_the_high_levels() {
+        let spread = spread_data(1 << 20);
+        assert!(byte_entropy(&spread) > 7.99);
+        assert_eq!(hash_log_for(&spread, 20), Some(SPREAD_HASH_LOG));
+        assert_eq!(hash_log_for(&spread, 22), Some(SPREAD_HASH_LOG));
+        assert_eq!(hash_log_for(&spread, 17), None);
+        let text = sample_data(1 << 20);
+        assert!(byte_entropy(&text) < SPREAD_ENTROPY);
+        assert_eq!(hash_log_for(&text, 20), None);
+        assert_eq!(byte_entropy(&[7; 100]), 0.0);
+        assert_eq!(byte_entropy(&[]), 0.0);
+    }
+
+    #[test]
+    fn bad_parameters_are_errors() {
+        let e = Encoder::default()
+            .compress(b"x", 3, &[(sys::ZSTD_cParameter::ZSTD_c_hashLog, 99)])
+            .unwrap_err();
+        assert!(e.to_string().contains("zstd"), "{e}");
+        let e = Encoder::default()
+            .compress(b"x", 3, &[(sys::ZSTD_cParameter::ZSTD_c_minMatch, 1 << 40)])
+            .unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
+    }
+}
