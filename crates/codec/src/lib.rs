@@ -26,6 +26,7 @@ mod crc;
 mod flac;
 mod flac_encode;
 mod flac_stream;
+mod huge_pages;
 mod lz4;
 mod lzma;
 mod lzma_encode;

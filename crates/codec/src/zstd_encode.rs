@@ -1,15 +1,9 @@
 //! zstd encoding with the encoder's working memory in transparent huge
-//! pages.
-//!
-//! At the levels hoard builds images with (19 to 22), zstd's match finder
-//! walks a binary tree and a hash table of up to 128 MiB each, one random
-//! step after another. In 4 KiB pages nearly every step also misses the
-//! TLB; in 2 MiB pages most do not, and the same frame comes out in about
-//! 7% less time (see the writer's README, "zstd in huge pages"). The
-//! memory is the same, only its pages are larger. Where the kernel has no
-//! transparent huge pages, the allocation is an ordinary mapping.
+//! pages ([`huge_pages`]): at the levels hoard builds images with (19 to
+//! 22) zstd's match finder walks a binary tree and a hash table of up to
+//! 128 MiB each, and the same frame comes out in about 7% less time.
 
-use crate::{failed, CodecError};
+use crate::{failed, huge_pages, CodecError};
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr::{self, NonNull};
 use std::sync::Mutex;
@@ -17,73 +11,15 @@ use zstd::zstd_safe::zstd_sys as sys;
 
 const ALGO: &str = "zstd";
 
-/// The size of a huge page on x86-64 and most 64-bit ARM kernels.
-const HUGE_PAGE: usize = 2 << 20;
-/// Bytes in front of every allocation that say how it was made: the
-/// mapping's start and length, or a zero length for `malloc`. 64 keeps
-/// zstd's data on the cache-line alignment it aligns its tables to.
-const HEADER: usize = 64;
-
-/// zstd's allocation callback: blocks of at least a huge page are mapped
-/// on their own, starting at a huge-page boundary, and marked for huge
-/// pages; smaller ones come from `malloc`.
+/// zstd's allocation callback.
 unsafe extern "C" fn allocate(_opaque: *mut c_void, size: usize) -> *mut c_void {
-    let Some(total) = size.checked_add(HEADER) else {
-        return ptr::null_mut();
-    };
-    if total < HUGE_PAGE {
-        // SAFETY: malloc takes any size; the header fits in `total`.
-        unsafe {
-            let base = libc::malloc(total);
-            if base.is_null() {
-                return base;
-            }
-            base.cast::<[usize; 2]>().write([0, 0]);
-            return base.cast::<u8>().add(HEADER).cast();
-        }
-    }
-    let Some(length) = total.checked_add(HUGE_PAGE) else {
-        return ptr::null_mut();
-    };
-    // SAFETY: a new private anonymous mapping, aligned up inside itself
-    // (the extra huge page leaves room); only its first `total` bytes
-    // from `start` on are used, and its untouched rest costs no memory.
-    unsafe {
-        let map = libc::mmap(
-            ptr::null_mut(),
-            length,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if map == libc::MAP_FAILED {
-            return ptr::null_mut();
-        }
-        let start = (map as usize).next_multiple_of(HUGE_PAGE) as *mut u8;
-        // Advice only: without huge pages the mapping works as it is.
-        libc::madvise(start.cast(), total, libc::MADV_HUGEPAGE);
-        start.cast::<[usize; 2]>().write([map as usize, length]);
-        start.add(HEADER).cast()
-    }
+    huge_pages::allocate(size)
 }
 
 /// zstd's free callback, for what [`allocate`] returned.
 unsafe extern "C" fn release(_opaque: *mut c_void, address: *mut c_void) {
-    if address.is_null() {
-        return;
-    }
-    // SAFETY: `address` came from `allocate`, which wrote the header in
-    // front of it.
-    unsafe {
-        let base = address.cast::<u8>().sub(HEADER);
-        match base.cast::<[usize; 2]>().read() {
-            [_, 0] => libc::free(base.cast()),
-            [map, length] => {
-                libc::munmap(map as *mut c_void, length);
-            }
-        }
-    }
+    // SAFETY: zstd frees only what it allocated through `allocate`.
+    unsafe { huge_pages::release(address) }
 }
 
 /// One zstd compression context whose memory [`allocate`] provides.
