@@ -82,69 +82,35 @@ struct Zstd {
     level: i32,
     /// Long-distance matching with a window as large as the block.
     long: bool,
-    /// Match-finder parameters that override the level's, as powers of
-    /// two where zstd takes them so; zstd still shrinks them to fit a
-    /// small block, so they cost memory only where the block needs it.
-    tuning: ZstdTuning,
+    /// Match-finder parameters that override the level's ([`ZSTD_TUNING`]),
+    /// in that order; zstd still shrinks them to fit a small block, so
+    /// they cost memory only where the block needs it.
+    tuning: Vec<(&'static str, u32, ZstdParameter)>,
     encoder: zstd_encode::Encoder,
 }
 
-/// zstd's match-finder parameters (`ZSTD_c_hashLog` and friends), each
-/// left at the level's value when `None`.
-#[derive(Default, Clone, Copy)]
-struct ZstdTuning {
-    hash_log: Option<u32>,
-    chain_log: Option<u32>,
-    search_log: Option<u32>,
-    min_match: Option<u32>,
-    target_length: Option<u32>,
-}
+/// zstd's match-finder parameters that zstd specs take, by the names of
+/// zstd's own `--zstd=` options spelled out, with zstd's bounds on 64-bit
+/// machines (the logs are powers of two).
+const ZSTD_TUNING: [(&str, std::ops::RangeInclusive<u32>, ZstdParameter); 5] = [
+    ("hash_log", 6..=30, ZstdParameter::ZSTD_c_hashLog),
+    ("chain_log", 6..=30, ZstdParameter::ZSTD_c_chainLog),
+    ("search_log", 1..=30, ZstdParameter::ZSTD_c_searchLog),
+    ("min_match", 3..=7, ZstdParameter::ZSTD_c_minMatch),
+    (
+        "target_length",
+        0..=131_072,
+        ZstdParameter::ZSTD_c_targetLength,
+    ),
+];
 
-impl ZstdTuning {
-    /// The options' names, ranges (zstd's own bounds on 64-bit
-    /// machines) and the zstd parameter each sets.
-    #[allow(clippy::type_complexity)]
-    const OPTIONS: [(
-        &'static str,
-        std::ops::RangeInclusive<u32>,
-        ZstdParameter,
-        fn(&mut ZstdTuning) -> &mut Option<u32>,
-    ); 5] = [
-        ("hash_log", 6..=30, ZstdParameter::ZSTD_c_hashLog, |t| {
-            &mut t.hash_log
-        }),
-        ("chain_log", 6..=30, ZstdParameter::ZSTD_c_chainLog, |t| {
-            &mut t.chain_log
-        }),
-        ("search_log", 1..=30, ZstdParameter::ZSTD_c_searchLog, |t| {
-            &mut t.search_log
-        }),
-        ("min_match", 3..=7, ZstdParameter::ZSTD_c_minMatch, |t| {
-            &mut t.min_match
-        }),
-        (
-            "target_length",
-            0..=131_072,
-            ZstdParameter::ZSTD_c_targetLength,
-            |t| &mut t.target_length,
-        ),
-    ];
-
-    fn parse(o: &mut Options) -> Result<Self, CodecError> {
-        let mut tuning = ZstdTuning::default();
-        for (name, range, _, field) in Self::OPTIONS {
-            *field(&mut tuning) = o.number(name, range)?;
-        }
-        Ok(tuning)
-    }
-
-    /// The options that are set, with their zstd parameters, in
-    /// [`Self::OPTIONS`]' order.
-    fn set(mut self) -> Vec<(&'static str, u32, ZstdParameter)> {
-        Self::OPTIONS
-            .into_iter()
-            .filter_map(|(name, _, parameter, field)| Some((name, (*field(&mut self))?, parameter)))
-            .collect()
+impl Zstd {
+    /// The value the spec gives `parameter`, if any.
+    fn tuned(&self, parameter: ZstdParameter) -> Option<u32> {
+        self.tuning
+            .iter()
+            .find(|(_, _, p)| *p == parameter)
+            .map(|&(_, value, _)| value)
     }
 }
 
@@ -162,11 +128,11 @@ impl Compressor for Zstd {
                 i64::from(window_log.clamp(10, 31)),
             ));
         }
-        for (_, value, parameter) in self.tuning.set() {
+        for &(_, value, parameter) in &self.tuning {
             parameters.push((parameter, i64::from(value)));
         }
-        let min_match_3 = !matches!(self.tuning.min_match, Some(m) if m != 3);
-        if self.tuning.hash_log.is_none() && min_match_3 {
+        let min_match = self.tuned(ZstdParameter::ZSTD_c_minMatch).unwrap_or(3);
+        if self.tuned(ZstdParameter::ZSTD_c_hashLog).is_none() && min_match == 3 {
             if let Some(hash_log) = zstd_encode::hash_log_for(data, self.level) {
                 parameters.push((ZstdParameter::ZSTD_c_hashLog, hash_log));
             }
@@ -177,7 +143,6 @@ impl Compressor for Zstd {
         let long = if self.long { ":long" } else { "" };
         let tuning: String = self
             .tuning
-            .set()
             .iter()
             .map(|(name, value, _)| format!(":{name}={value}"))
             .collect();
@@ -676,7 +641,13 @@ pub fn compressor_from_spec(spec: &str) -> Result<Box<dyn Compressor>, CodecErro
         "zstd" => Box::new(Zstd {
             level: o.number("level", -131_072..=22)?.unwrap_or(22),
             long: o.flag("long")?,
-            tuning: ZstdTuning::parse(&mut o)?,
+            tuning: ZSTD_TUNING
+                .into_iter()
+                .filter_map(|(name, range, parameter)| {
+                    let value = o.number(name, range).transpose()?;
+                    Some(value.map(|v| (name, v, parameter)))
+                })
+                .collect::<Result<_, _>>()?,
             encoder: Default::default(),
         }),
         "lzma" => {
