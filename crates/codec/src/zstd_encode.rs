@@ -26,7 +26,7 @@ unsafe extern "C" fn release(_opaque: *mut c_void, address: *mut c_void) {
 struct Context(NonNull<sys::ZSTD_CCtx>);
 
 // SAFETY: a zstd context may be used from any thread, one at a time;
-// `Encoder` hands each to one caller at a time.
+// `Pool` hands each to one caller at a time.
 unsafe impl Send for Context {}
 
 impl Context {
@@ -116,13 +116,81 @@ fn byte_entropy(data: &[u8]) -> f64 {
         .sum()
 }
 
-/// zstd compression contexts kept between blocks: a context's tables
-/// (hundreds of MiB at the high levels) are mapped and faulted in once
-/// per thread that compresses, not once per block. They are freed with
-/// the encoder.
-#[derive(Default)]
-pub(crate) struct Encoder {
-    idle: Mutex<Vec<Context>>,
+/// zstd compression contexts that no compression is using, kept for the
+/// next one while any [`Encoder`] exists: a context's tables (hundreds
+/// of MiB at the high levels) are then mapped and faulted in once per
+/// concurrent compression, not once per block, and the compressors of
+/// several streams (categories, metadata) share them instead of each
+/// keeping its own.
+struct Pool {
+    idle: Vec<Context>,
+    encoders: usize,
+}
+
+impl Pool {
+    const fn new() -> Self {
+        Pool {
+            idle: Vec::new(),
+            encoders: 0,
+        }
+    }
+
+    /// An idle context, or a new one.
+    fn take(this: &Mutex<Pool>) -> Result<Context, CodecError> {
+        match lock(this).idle.pop() {
+            Some(context) => Ok(context),
+            None => Context::new(),
+        }
+    }
+
+    /// Keeps `context` for later, or frees it when no encoder is left.
+    fn put(this: &Mutex<Pool>, context: Context) {
+        let mut pool = lock(this);
+        if pool.encoders > 0 {
+            pool.idle.push(context);
+        }
+    }
+
+    fn register(this: &Mutex<Pool>) {
+        lock(this).encoders += 1;
+    }
+
+    /// Counts one encoder less; with the last, frees the idle contexts.
+    fn unregister(this: &Mutex<Pool>) {
+        let freed = {
+            let mut pool = lock(this);
+            pool.encoders -= 1;
+            if pool.encoders == 0 {
+                std::mem::take(&mut pool.idle)
+            } else {
+                Vec::new()
+            }
+        };
+        drop(freed);
+    }
+}
+
+fn lock(pool: &Mutex<Pool>) -> std::sync::MutexGuard<'_, Pool> {
+    pool.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The contexts every [`Encoder`] shares.
+static POOL: Mutex<Pool> = Mutex::new(Pool::new());
+
+/// A zstd compressor's hold on the shared contexts.
+pub(crate) struct Encoder(());
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Pool::register(&POOL);
+        Encoder(())
+    }
+}
+
+impl Drop for Encoder {
+    fn drop(&mut self) {
+        Pool::unregister(&POOL);
+    }
 }
 
 impl Encoder {
@@ -135,17 +203,10 @@ impl Encoder {
         level: i32,
         parameters: &[(sys::ZSTD_cParameter, i64)],
     ) -> Result<Vec<u8>, CodecError> {
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut context = match idle {
-            Some(context) => context,
-            None => Context::new()?,
-        };
-        let frame = compress(&mut context, data, level, parameters)?;
-        self.idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(context);
-        Ok(frame)
+        let mut context = Pool::take(&POOL)?;
+        let frame = compress(&mut context, data, level, parameters);
+        Pool::put(&POOL, context);
+        frame
     }
 }
 
@@ -211,7 +272,7 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_context_makes_the_frames_a_new_one_makes() {
+    fn a_reused_context_makes_the_frames_a_new_one_makes() {
         // Large enough for tables in huge-page mappings, then small ones
         // (malloc) and large again, in one encoder and in new ones.
         let blocks = [
@@ -220,22 +281,20 @@ mod tests {
             spread_data(1 << 20),
             sample_data(5 << 20),
         ];
-        let kept = Encoder::default();
+        let mut kept = Context::new().unwrap();
         for (level, parameters) in [
             (19, vec![]),
             (3, vec![]),
             (20, vec![(sys::ZSTD_cParameter::ZSTD_c_hashLog, 25)]),
         ] {
             for block in &blocks {
-                let again = kept.compress(block, level, &parameters).unwrap();
-                let new = Encoder::default()
-                    .compress(block, level, &parameters)
-                    .unwrap();
+                let again = compress(&mut kept, block, level, &parameters).unwrap();
+                let mut fresh = Context::new().unwrap();
+                let new = compress(&mut fresh, block, level, &parameters).unwrap();
                 assert_eq!(again, new, "level {level}, {} bytes", block.len());
                 assert_eq!(decode(&again, block.len()), *block);
             }
         }
-        assert_eq!(kept.idle.lock().unwrap().len(), 1);
     }
 
     #[test]
@@ -252,8 +311,32 @@ mod tests {
                 });
             }
         });
-        let idle = encoder.idle.lock().unwrap().len();
-        assert!((1..=3).contains(&idle), "{idle} contexts kept");
+    }
+
+    #[test]
+    fn a_pool_keeps_contexts_while_it_has_encoders() {
+        let pool = Mutex::new(Pool::new());
+        Pool::register(&pool);
+        Pool::register(&pool);
+        let first = Pool::take(&pool).unwrap();
+        let second = Pool::take(&pool).unwrap();
+        let kept = first.0;
+        Pool::put(&pool, first);
+        Pool::put(&pool, second);
+        assert_eq!(lock(&pool).idle.len(), 2);
+        let again = Pool::take(&pool).unwrap();
+        assert!(again.0 == kept || lock(&pool).idle[0].0 == kept);
+        Pool::put(&pool, again);
+        Pool::unregister(&pool);
+        assert_eq!(lock(&pool).idle.len(), 2, "one encoder is left");
+        Pool::unregister(&pool);
+        assert!(lock(&pool).idle.is_empty(), "the last encoder frees them");
+        // A compression that ends after the last encoder frees its context.
+        Pool::register(&pool);
+        let late = Pool::take(&pool).unwrap();
+        Pool::unregister(&pool);
+        Pool::put(&pool, late);
+        assert!(lock(&pool).idle.is_empty());
     }
 
     #[test]
