@@ -1,8 +1,8 @@
 //! `hoard mount` under load and its extras: 16 concurrent readers with
 //! mixed read sizes get exactly the manifest's contents while the driver's
 //! memory stays bounded; sparse files answer SEEK_DATA/SEEK_HOLE; perfmon
-//! reports latencies; walks repeat from the kernel's caches and writes
-//! are refused.
+//! reports latencies; lean and full listings show the tree; walks repeat
+//! from the kernel's caches and writes are refused.
 
 mod common;
 
@@ -398,6 +398,69 @@ impl Drop for Pinned {
             unsafe { libc::munmap(addr, size) };
         }
     }
+}
+
+/// Names and kinds under `dir`, walked without a stat: what `find` asks.
+fn names_and_kinds(dir: &Path, prefix: &str, out: &mut Vec<(String, bool)>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let is_dir = e.file_type().unwrap().is_dir();
+        let name = format!("{prefix}{}", e.file_name().to_str().unwrap());
+        if is_dir {
+            names_and_kinds(&e.path(), &format!("{name}/"), out);
+        }
+        out.push((name, is_dir));
+    }
+}
+
+#[test]
+fn lean_and_full_listings_show_the_tree_and_a_names_walk_looks_up_no_file() {
+    if !fuse_available() {
+        return;
+    }
+    // Directories listed in full at first (few files, or many
+    // subdirectories) and lean ones (many files): a walk for names alone
+    // sees every entry and makes no lookup of a file; stat after it sees
+    // every attribute.
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    for d in ["small/a", "small/b", "many", "dirs"] {
+        std::fs::create_dir_all(tree.join(d)).unwrap();
+    }
+    std::fs::write(tree.join("small/x"), b"x").unwrap();
+    std::os::unix::fs::symlink("x", tree.join("small/link")).unwrap();
+    std::fs::write(tree.join("small/a/y"), b"yy").unwrap();
+    for i in 0..200u64 {
+        std::fs::write(tree.join(format!("many/f{i:03}")), contents(i, 10)).unwrap();
+    }
+    for i in 0..40 {
+        std::fs::create_dir(tree.join(format!("dirs/d{i:02}"))).unwrap();
+    }
+    let image = create_image(
+        &tree,
+        &dir.path().join("listings.dwarfs"),
+        &["-l", "1", "--time-resolution", "ns"],
+    );
+    let m = Mount::new(&image, "perfmon=fuse");
+    let (mut want, mut got) = (Vec::new(), Vec::new());
+    names_and_kinds(&tree, "", &mut want);
+    names_and_kinds(&m.path, "", &mut got);
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    let report = String::from_utf8(xattr(&m.path, "user.dwarfs.perfmon").unwrap()).unwrap();
+    // The first listings of `small`, `dirs` and the root carried their
+    // subdirectories' attributes: walking into most of them took no lookup
+    // (a lean listing would need one per subdirectory, 45 here; how many
+    // entries one listing reply holds is the kernel's choice).
+    let dirs = want.iter().filter(|(_, is_dir)| *is_dir).count() as u64;
+    let lookups = fuse_request_counts(&report, &["fuse.lookup"]);
+    assert!(
+        lookups.iter().all(|&(_, n)| n < dirs / 2),
+        "lookups of {dirs} directories: {report}"
+    );
+    let diff = manifest_diff(&manifest_of(&tree), &manifest_of(&m.path), Compare::Mounted);
+    assert!(diff.is_empty(), "{diff}");
 }
 
 #[test]
