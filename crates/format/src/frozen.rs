@@ -369,6 +369,13 @@ impl Packed {
 fn read_bits(data: &[u8], pos: u64, bits: u32) -> u64 {
     let byte = usize::try_from(pos / 8).unwrap_or(usize::MAX);
     let shift = (pos % 8) as u32;
+    // Most fields (at most 57 bits) lie in the 8 bytes from their first:
+    // one load, where the data goes on that far.
+    if bits != 0 && shift + bits <= 64 {
+        if let Some(word) = data.get(byte..).and_then(|s| s.first_chunk::<8>()) {
+            return (u64::from_le_bytes(*word) >> shift) & (u64::MAX >> (64 - bits));
+        }
+    }
     let mut buf = [0u8; 16];
     let need = (shift + bits).div_ceil(8) as usize;
     if let Some(src) = data.get(byte..) {
@@ -468,5 +475,20 @@ mod tests {
         assert_eq!(read_bits(&data, 20, 8), 0);
         assert_eq!(read_bits(&data, 1 << 40, 8), 0);
         assert_eq!(read_bits(&[0xff; 10], 3, 64), u64::MAX);
+    }
+
+    #[test]
+    fn every_position_and_width_reads_as_bit_by_bit() {
+        let data: Vec<u8> = (0..24u32).map(|i| (i * 97 + 13) as u8).collect();
+        let bit = |p: u64| match data.get((p / 8) as usize) {
+            Some(b) => u64::from(b >> (p % 8) & 1),
+            None => 0,
+        };
+        for pos in 0..(data.len() as u64 * 8 + 16) {
+            for bits in 1..=64u32 {
+                let want = (0..u64::from(bits)).fold(0, |v, k| v | bit(pos + k) << k);
+                assert_eq!(read_bits(&data, pos, bits), want, "bit {pos}, {bits} bits");
+            }
+        }
     }
 }
