@@ -453,9 +453,7 @@ impl Compressor for Lz4 {
         // liblz4's own fast mode, as DwarFS uses: lz4_flex's encoder packs
         // a little worse (0.15% on a sample of /usr).
         let mode = ::lz4::block::CompressionMode::DEFAULT;
-        let block =
-            ::lz4::block::compress(data, Some(mode), false).map_err(|e| failed("lz4", e))?;
-        lz4::with_size_prefix("lz4", data, &block)
+        lz4::compress_with_size_prefix("lz4", data, mode)
     }
     fn describe(&self) -> String {
         "lz4".into()
@@ -483,9 +481,7 @@ impl Compressor for Lz4Hc {
             return lz4::with_size_prefix("lz4hc", data, &lz4_flex::block::compress(data));
         }
         let mode = ::lz4::block::CompressionMode::HIGHCOMPRESSION(self.level);
-        let block =
-            ::lz4::block::compress(data, Some(mode), false).map_err(|e| failed("lz4hc", e))?;
-        lz4::with_size_prefix("lz4hc", data, &block)
+        lz4::compress_with_size_prefix("lz4hc", data, mode)
     }
     fn describe(&self) -> String {
         format!("lz4hc:level={}", self.level)

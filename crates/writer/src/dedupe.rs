@@ -6,7 +6,7 @@
 //! [`dedupe`] for how that is read once a content).
 
 use crate::order::{Nilsimsa, NilsimsaHasher, NILSIMSA_MIN_SIZE};
-use crate::tree::Tree;
+use crate::tree::{Source, Tree};
 use rayon::prelude::*;
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -128,17 +128,22 @@ pub fn dedupe(tree: &Tree, progress: &DedupeProgress, options: DedupeOptions) ->
         .map_init(
             || vec![0u8; 1 << 20],
             |buf, i| {
-                let (f, source) = (&tree.files[i], tree.source(i));
+                let f = &tree.files[i];
                 let shared = files_of_size[&f.size] > 1;
                 let d = if shared || options.nilsimsa {
                     let wanted = Wanted {
                         hash: shared,
                         nilsimsa: options.nilsimsa && !shared,
                     };
-                    digest(buf, &source, wanted)
+                    digest(buf, &tree.source(i), wanted)
                 } else {
-                    // Opened to find it readable; its size is the scan's.
-                    std::fs::File::open(&source).map(|_| Digest {
+                    // Its size is the scan's. A file of the scanned tree was
+                    // found readable there; others are opened to find out.
+                    let checked = match f.source {
+                        Source::Entry(_) => Ok(()),
+                        Source::Path(_) => std::fs::File::open(tree.source(i)).map(drop),
+                    };
+                    checked.map(|()| Digest {
                         hash: None,
                         size: f.size,
                         nilsimsa: None,
@@ -251,6 +256,7 @@ mod tests {
                     source: crate::tree::Source::path(source),
                     size: data.len() as u64,
                     links: 1,
+                    allocated: false,
                 }
             })
             .collect();

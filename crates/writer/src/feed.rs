@@ -33,7 +33,11 @@ pub(crate) fn feed<S: BlockSink>(
 ) -> std::io::Result<u64> {
     let mut file = std::fs::File::open(path)?;
     let (first, len) = (range.start, range.start + range.len);
+    // Where the file's offset is, if known: a file opened here starts at
+    // 0, and looking for holes moves it.
+    let mut offset = Some(0);
     let regions = if sparse && range.whole {
+        offset = None;
         data_regions(&file, len)
     } else {
         vec![(first, len)]
@@ -44,8 +48,10 @@ pub(crate) fn feed<S: BlockSink>(
             segmenter.hole(start - pos, out);
             progress.fetch_add(start - pos, Ordering::Relaxed);
         }
-        use std::io::Seek;
-        file.seek(std::io::SeekFrom::Start(start))?;
+        if offset != Some(start) {
+            use std::io::Seek;
+            file.seek(std::io::SeekFrom::Start(start))?;
+        }
         let mut left = end - start;
         let mut region = (&mut file).take(left);
         while left > 0 {
@@ -62,6 +68,7 @@ pub(crate) fn feed<S: BlockSink>(
             left -= n as u64;
         }
         pos = end - left;
+        offset = Some(pos);
         if left > 0 {
             // The file shrank: stop here.
             return Ok(pos - first);

@@ -980,6 +980,7 @@ mod tests {
                 source: crate::tree::Source::path(p),
                 size: 0,
                 links: 1,
+                allocated: false,
             });
         }
         tree

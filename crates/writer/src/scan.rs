@@ -3,7 +3,12 @@
 //! extended attributes (`llistxattr`, then `lgetxattr` for each name the
 //! options select).
 //!
-//! Unreadable or vanishing entries are reported as warnings and left out;
+//! Each directory is opened once, and its entries are looked up relative
+//! to it (`statx` and `readlinkat` on the open directory): a path from the
+//! root would be walked again, one name at a time, for every call.
+//!
+//! Unreadable or vanishing entries (and regular files the user may not
+//! read) are reported as warnings and left out;
 //! the image stays valid. Hard links between regular files become one
 //! [`File`] named by several entries.
 
@@ -12,11 +17,11 @@ use crate::tree::{Attrs, Entry, File, Kind, Name, Source, Time, Tree};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
 use rayon::prelude::*;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::fs::{FileType, Metadata};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -136,26 +141,91 @@ struct Stat {
     rdev: u64,
     nlink: u64,
     len: u64,
+    /// At least `len` bytes are allocated to it.
+    allocated: bool,
 }
 
+/// The `statx` fields a [`Stat`] keeps.
+const STATX_FIELDS: StatxFlags = StatxFlags::BASIC_STATS;
+
 impl Stat {
-    fn of(m: &Metadata) -> Self {
-        Stat {
-            file_type: m.file_type(),
-            attrs: attrs(m),
-            dev: m.dev(),
-            ino: m.ino(),
-            rdev: m.rdev(),
-            nlink: m.nlink(),
-            len: m.len(),
+    /// `name` in directory `dir`, not following a symlink; `dir` may be
+    /// the current directory and `name` a whole path.
+    fn at(dir: BorrowedFd<'_>, name: &Path, follow: bool) -> std::io::Result<Self> {
+        let flags = if follow {
+            AtFlags::empty()
+        } else {
+            AtFlags::SYMLINK_NOFOLLOW
+        };
+        let x = rustix::fs::statx(dir, name, flags, STATX_FIELDS)?;
+        let stamp = |t: rustix::fs::StatxTimestamp| time(t.tv_sec, i64::from(t.tv_nsec));
+        let mode = u32::from(x.stx_mode);
+        Ok(Stat {
+            file_type: FileType::from_raw_mode(mode),
+            attrs: Attrs {
+                mode,
+                uid: x.stx_uid,
+                gid: x.stx_gid,
+                atime: stamp(x.stx_atime),
+                mtime: stamp(x.stx_mtime),
+                ctime: stamp(x.stx_ctime),
+            },
+            dev: rustix::fs::makedev(x.stx_dev_major, x.stx_dev_minor),
+            ino: x.stx_ino,
+            rdev: rustix::fs::makedev(x.stx_rdev_major, x.stx_rdev_minor),
+            nlink: u64::from(x.stx_nlink),
+            len: x.stx_size,
+            allocated: x.stx_blocks.saturating_mul(512) >= x.stx_size,
+        })
+    }
+
+    fn is_dir(&self) -> bool {
+        self.file_type == FileType::Directory
+    }
+
+    fn is_file(&self) -> bool {
+        self.file_type == FileType::RegularFile
+    }
+
+    fn is_device(&self) -> bool {
+        matches!(
+            self.file_type,
+            FileType::CharacterDevice | FileType::BlockDevice
+        )
+    }
+}
+
+/// Opens directory `name` in `dir` (or the path `name`) for listing,
+/// following a symlink in its last name only if `follow`.
+fn open_dir(dir: BorrowedFd<'_>, name: &Path, follow: bool) -> std::io::Result<std::fs::File> {
+    let mut flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?.into())
+}
+
+/// The names in the open directory `dir`, but `.` and `..`.
+fn read_names(dir: &std::fs::File) -> std::io::Result<Vec<OsString>> {
+    // Read on the directory's own descriptor: a stream of its own would
+    // take another descriptor (a `dup` and a `close`) per directory.
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 32 << 10];
+    let mut entries = rustix::fs::RawDir::new(dir, &mut buf);
+    let mut names = Vec::new();
+    while let Some(entry) = entries.next() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(OsString::from_vec(name.to_vec()));
         }
     }
+    Ok(names)
 }
 
 impl Node {
     /// The entries and regular files in this node and below it.
     fn count(&self) -> (usize, usize) {
-        let own = (1, usize::from(self.meta.file_type.is_file()));
+        let own = (1, usize::from(self.meta.is_file()));
         self.children.iter().flatten().fold(own, |(e, f), child| {
             let (ce, cf) = child.count();
             (e + ce, f + cf)
@@ -178,38 +248,33 @@ impl Walker<'_> {
             .push(format!("{}: {e}", path.display()));
     }
 
-    /// Lists directory `path` (image path `rel`), recursing in parallel.
-    fn list(&self, path: &Path, rel: &[u8]) -> Vec<Node> {
-        let read = match std::fs::read_dir(path) {
-            Ok(r) => r,
+    /// Lists the open directory `dir` at `path` (image path `rel`),
+    /// recursing in parallel.
+    fn list(&self, dir: &std::fs::File, path: &Path, rel: &[u8]) -> Vec<Node> {
+        let mut found = match read_names(dir) {
+            Ok(names) => names,
             Err(e) => {
                 self.warn(path, e);
                 return Vec::new();
             }
         };
-        let mut found = Vec::new();
-        for item in read {
-            match item {
-                Ok(d) => found.push(d.file_name()),
-                Err(e) => self.warn(path, e),
-            }
-        }
         found.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
         found
             .into_par_iter()
-            .filter_map(|name| self.node(path, rel, name))
+            .filter_map(|name| self.node(dir, path, rel, name))
             .collect()
     }
 
-    /// The extended attributes of `path` (not following a symlink) that
-    /// the options select. A file system without them gives none; other
-    /// errors are warnings.
-    fn xattrs(&self, path: &Path) -> Vec<Xattr> {
+    /// The extended attributes the options select of the open directory
+    /// `dir`, or else of `path`, not following a symlink. A file system
+    /// without them gives none; other errors are warnings.
+    fn xattrs(&self, dir: Option<&std::fs::File>, path: &Path) -> Vec<Xattr> {
+        use xattr::FileExt;
         if self.options.no_xattrs {
             return Vec::new();
         }
         let unsupported = |e: &std::io::Error| e.raw_os_error() == Some(libc::EOPNOTSUPP);
-        let names = match xattr::list(path) {
+        let names = match dir.map_or_else(|| xattr::list(path), |d| d.list_xattr()) {
             Ok(n) => n,
             Err(e) if unsupported(&e) => return Vec::new(),
             Err(e) => {
@@ -227,7 +292,8 @@ impl Walker<'_> {
             if !selected {
                 continue;
             }
-            match xattr::get(path, &name) {
+            let value = dir.map_or_else(|| xattr::get(path, &name), |d| d.get_xattr(&name));
+            match value {
                 Ok(Some(value)) => out.push((name.into_vec(), value)),
                 // Removed since it was listed.
                 Ok(None) => {}
@@ -240,19 +306,28 @@ impl Walker<'_> {
         out
     }
 
-    fn node(&self, dir: &Path, dir_rel: &[u8], name: OsString) -> Option<Node> {
-        let path = dir.join(&name);
-        let meta = match std::fs::symlink_metadata(&path) {
+    /// Entry `name` of the open directory `dir` (at `dir_path`, image path
+    /// `dir_rel`), unless it is left out.
+    fn node(
+        &self,
+        dir: &std::fs::File,
+        dir_path: &Path,
+        dir_rel: &[u8],
+        name: OsString,
+    ) -> Option<Node> {
+        let path = dir_path.join(&name);
+        let meta = match Stat::at(dir.as_fd(), Path::new(&name), false) {
             Ok(m) => m,
             Err(e) => {
                 self.warn(&path, e);
                 return None;
             }
         };
-        let ft = meta.file_type();
-        if (ft.is_char_device() || ft.is_block_device()) && !self.options.with_devices
-            || (ft.is_fifo() || ft.is_socket()) && !self.options.with_specials
-            || self.options.exclude.contains(&(meta.dev(), meta.ino()))
+        let ft = meta.file_type;
+        let special = matches!(ft, FileType::Fifo | FileType::Socket);
+        if meta.is_device() && !self.options.with_devices
+            || special && !self.options.with_specials
+            || self.options.exclude.contains(&(meta.dev, meta.ino))
         {
             return None;
         }
@@ -267,37 +342,56 @@ impl Walker<'_> {
             }
         }
         if let Some(f) = self.filter {
-            if !f.includes(&rel, ft.is_dir()) {
+            if !f.includes(&rel, meta.is_dir()) {
                 return None;
             }
         }
         self.progress.entries.fetch_add(1, Ordering::Relaxed);
-        let xattrs = self.xattrs(&path);
-        let mut node = Node {
-            name,
-            meta: Stat::of(&meta),
-            children: None,
-            target: None,
-            xattrs,
-        };
-        if ft.is_dir() {
-            let children = self.list(&path, &rel);
-            if children.is_empty() && self.options.remove_empty_dirs {
-                return None;
-            }
-            node.children = Some(children);
-        } else if ft.is_symlink() {
-            match std::fs::read_link(&path) {
-                Ok(t) => node.target = Some(t.into_os_string().into_vec()),
+        let (mut children, mut target) = (None, None);
+        let xattrs = if meta.is_dir() {
+            let sub = match open_dir(dir.as_fd(), Path::new(&name), false) {
+                Ok(d) => d,
                 Err(e) => {
                     self.warn(&path, e);
                     return None;
                 }
+            };
+            let xattrs = self.xattrs(Some(&sub), &path);
+            let listed = self.list(&sub, &path, &rel);
+            if listed.is_empty() && self.options.remove_empty_dirs {
+                return None;
             }
-        } else if ft.is_file() {
-            self.progress.bytes.fetch_add(meta.len(), Ordering::Relaxed);
-        }
-        Some(node)
+            children = Some(listed);
+            xattrs
+        } else {
+            if ft == FileType::Symlink {
+                match rustix::fs::readlinkat(dir.as_fd(), Path::new(&name), Vec::new()) {
+                    Ok(t) => target = Some(t.into_bytes()),
+                    Err(e) => {
+                        self.warn(&path, e);
+                        return None;
+                    }
+                }
+            } else if meta.is_file() {
+                // Found readable here, where the name is one step away,
+                // the file is not opened again until its data is read.
+                let readable = rustix::fs::Access::READ_OK;
+                let checked = rustix::fs::accessat(dir, &name, readable, AtFlags::EACCESS);
+                if let Err(e) = checked {
+                    self.warn(&path, std::io::Error::from(e));
+                    return None;
+                }
+                self.progress.bytes.fetch_add(meta.len, Ordering::Relaxed);
+            }
+            self.xattrs(None, &path)
+        };
+        Some(Node {
+            name,
+            meta,
+            children,
+            target,
+            xattrs,
+        })
     }
 }
 
@@ -305,17 +399,6 @@ fn time(sec: i64, nsec: i64) -> Time {
     Time {
         sec,
         nsec: nsec.clamp(0, 999_999_999) as u32,
-    }
-}
-
-fn attrs(m: &Metadata) -> Attrs {
-    Attrs {
-        mode: m.mode(),
-        uid: m.uid(),
-        gid: m.gid(),
-        atime: time(m.atime(), m.atime_nsec()),
-        mtime: time(m.mtime(), m.mtime_nsec()),
-        ctime: time(m.ctime(), m.ctime_nsec()),
     }
 }
 
@@ -330,19 +413,19 @@ impl Builder {
     fn add(&mut self, node: Node, parent: usize) -> usize {
         let index = self.tree.entries.len();
         let ft = node.meta.file_type;
-        let kind = if ft.is_dir() {
+        let kind = if node.meta.is_dir() {
             Kind::Dir {
                 children: ThinVec::new(),
             }
-        } else if ft.is_symlink() {
+        } else if ft == FileType::Symlink {
             Kind::Symlink {
                 target: node.target.map(ThinVec::from).unwrap_or_default(),
             }
-        } else if ft.is_file() {
+        } else if node.meta.is_file() {
             Kind::File {
                 file: self.file(&node, index),
             }
-        } else if ft.is_char_device() || ft.is_block_device() {
+        } else if node.meta.is_device() {
             Kind::Device {
                 rdev: node.meta.rdev,
             }
@@ -383,6 +466,7 @@ impl Builder {
             source: Source::Entry(u32::try_from(entry).expect("under 4 billion entries")),
             size: node.meta.len,
             links: 1,
+            allocated: node.meta.allocated,
         });
         if node.meta.nlink > 1 {
             self.links.insert(key, f);
@@ -398,23 +482,27 @@ pub fn scan(
     filter: Option<&Filter>,
     progress: &ScanProgress,
 ) -> Result<Scanned> {
-    let meta = std::fs::metadata(root).map_err(|e| Error::io(root, e))?;
+    let cwd = rustix::fs::CWD;
+    let meta = Stat::at(cwd, root, true).map_err(|e| Error::io(root, e))?;
     if !meta.is_dir() {
         return Err(Error::Input(format!("{}: not a directory", root.display())));
     }
+    let dir = open_dir(cwd, root, true).map_err(|e| Error::io(root, e))?;
     let walker = Walker {
         options,
         filter,
         progress,
         warnings: Mutex::new(Vec::new()),
     };
-    let children = walker.list(root, b"");
+    let xattrs = walker.xattrs(Some(&dir), root);
+    let children = walker.list(&dir, root, b"");
+    drop(dir);
     let root_node = Node {
         name: OsString::new(),
-        meta: Stat::of(&meta),
+        meta,
         children: Some(children),
         target: None,
-        xattrs: walker.xattrs(root),
+        xattrs,
     };
     let mut builder = Builder::default();
     // Sized once: grown by doubling, the list of entries (160 bytes each)
@@ -433,4 +521,50 @@ pub fn scan(
             .unwrap_or_else(|p| p.into_inner()),
         spool: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_named<'t>(tree: &'t Tree, name: &str) -> &'t File {
+        let entry = tree.entries.iter().find(|e| &e.name[..] == name.as_bytes());
+        match entry.map(|e| &e.kind) {
+            Some(Kind::File { file }) => &tree.files[*file],
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn entries_are_looked_up_in_their_open_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/dense"), vec![7u8; 10_000]).unwrap();
+        let sparse = std::fs::File::create(root.join("sparse")).unwrap();
+        sparse.set_len(4 << 20).unwrap();
+        std::os::unix::fs::symlink("sub/dense", root.join("link")).unwrap();
+        let scanned = scan(
+            root,
+            &ScanOptions::default(),
+            None,
+            &ScanProgress::default(),
+        )
+        .unwrap();
+        let tree = &scanned.tree;
+        assert!(scanned.warnings.is_empty(), "{:?}", scanned.warnings);
+        assert_eq!(tree.entries.len(), 5);
+        let dense = file_named(tree, "dense");
+        assert_eq!((dense.size, dense.allocated), (10_000, true));
+        let sparse = file_named(tree, "sparse");
+        assert_eq!((sparse.size, sparse.allocated), (4 << 20, false));
+        let link = tree.entries.iter().find(|e| &e.name[..] == b"link");
+        match link.map(|e| &e.kind) {
+            Some(Kind::Symlink { target }) => assert_eq!(&target[..], b"sub/dense"),
+            other => panic!("link: {other:?}"),
+        }
+        let sub = tree.entries.iter().position(|e| &e.name[..] == b"sub");
+        let dense_entry = tree.entries.iter().position(|e| &e.name[..] == b"dense");
+        assert_eq!(tree.entries[dense_entry.unwrap()].parent, sub.unwrap());
+    }
 }

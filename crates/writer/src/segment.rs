@@ -156,6 +156,12 @@ impl SegmentStats {
 pub trait BlockSink {
     /// Takes finished block `number`.
     fn finished(&mut self, number: u32, data: Arc<Vec<u8>>) -> crate::Result<()>;
+
+    /// A buffer of an earlier block that is no longer needed, to fill with
+    /// the next block instead of a new one, if the sink has one.
+    fn spare_buffer(&mut self) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Random values for the rolling hash, from a fixed seed.
@@ -457,10 +463,15 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
         if self.current.is_empty() {
             return Ok(());
         }
-        let data = Arc::new(std::mem::replace(
-            &mut self.current,
-            Vec::with_capacity(self.config.block_size),
-        ));
+        let next = match self.sink.spare_buffer() {
+            Some(mut spare) => {
+                spare.clear();
+                spare.reserve(self.config.block_size);
+                spare
+            }
+            None => Vec::with_capacity(self.config.block_size),
+        };
+        let data = Arc::new(std::mem::replace(&mut self.current, next));
         self.sink.finished(self.current_number, Arc::clone(&data))?;
         if self.config.window > 0 && self.config.lookback > 0 {
             self.kept.push_back(Kept {

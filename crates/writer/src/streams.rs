@@ -161,6 +161,9 @@ impl Reader<'_> {
     ) -> Result<()> {
         let content = &layout.contents[c];
         let source = layout.tree.source(content.files[0]);
+        // Holes are looked for only where the scan saw fewer bytes
+        // allocated than the size (two `lseek`s a file otherwise).
+        let sparse = self.sparse && !layout.tree.files[content.files[0]].allocated;
         let mut start = 0u64;
         let slots = layout.fragments.slots_of(c);
         for (slot, fragment) in slots.zip(layout.fragments.of(c)) {
@@ -175,7 +178,7 @@ impl Reader<'_> {
                     segmenter,
                     &source,
                     range,
-                    self.sparse,
+                    sparse,
                     &mut self.buf,
                     &mut self.pieces[slot],
                     self.progress,

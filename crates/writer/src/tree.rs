@@ -90,6 +90,9 @@ pub struct File {
     pub size: u64,
     /// Number of entries (hard links) naming it.
     pub links: u32,
+    /// The scan found as many bytes allocated to it as its size: it has
+    /// no holes to look for when its data is read.
+    pub allocated: bool,
 }
 
 /// Where a file's contents are read from.
@@ -97,7 +100,8 @@ pub struct File {
 pub enum Source {
     /// The path of this entry below [`Tree::root`]: a scanned file is read
     /// where the tree has it, and keeps no path of its own (on many small
-    /// files, a path took a 32-byte allocation a file).
+    /// files, a path took a 32-byte allocation a file). The scan found it
+    /// readable.
     Entry(u32),
     /// A path relative to [`Tree::root`], or absolute (a spooled archive
     /// member, a hole file).

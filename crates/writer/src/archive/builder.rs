@@ -237,6 +237,7 @@ impl<'a> Builder<'a> {
                     source: Source::path(source),
                     size,
                     links: 0,
+                    allocated: false,
                 });
                 self.left_out_files.insert(path, self.tree.files.len() - 1);
             }
@@ -271,6 +272,7 @@ impl<'a> Builder<'a> {
                     source: Source::path(source),
                     size,
                     links: 1,
+                    allocated: false,
                 });
                 Kind::File {
                     file: self.tree.files.len() - 1,
