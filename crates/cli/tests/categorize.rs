@@ -171,6 +171,59 @@ fn categorized_images_read_back_and_use_flac_and_no_compression() {
     assert_eq!(count(&info(&zstd), "flac"), 0);
 }
 
+/// Names of the categories in `info`.
+fn categories(info: &serde_json::Value) -> Vec<String> {
+    info["categories"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_default_level_keeps_zip_headers_apart_and_none_turns_it_off() {
+    // (What it gains shows on large archives: the bench's rootfs corpus.)
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("lib")).unwrap();
+    for (i, name) in ["a.jar", "b.zip"].iter().enumerate() {
+        let jar = zip_archive(700 + 20 * i, i as u64);
+        assert!(jar.len() > 1 << 20);
+        std::fs::write(src.join("lib").join(name), jar).unwrap();
+    }
+    // Too small to split, and not an archive.
+    std::fs::write(src.join("lib/small.jar"), zip_archive(3, 9)).unwrap();
+    std::fs::write(src.join("notes.txt"), "zip headers\n".repeat(5_000)).unwrap();
+    let manifest = manifest_of(&src);
+    let build = |name: &str, extra: &[&str]| {
+        let image = dir.path().join(name);
+        let mut args = vec![
+            "create",
+            "-i",
+            src.to_str().unwrap(),
+            "-o",
+            image.to_str().unwrap(),
+            "--no-progress",
+            "--time-resolution=ns",
+        ];
+        args.extend_from_slice(extra);
+        let r = run(&args);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        assert_reads_back(&image, &manifest);
+        image
+    };
+    let default = build("default.dwarfs", &[]);
+    let none = build("none.dwarfs", &["--categorize=none"]);
+    let level5 = build("l5.dwarfs", &["-l", "5"]);
+    assert_eq!(
+        categories(&info(&default)),
+        ["<default>", "zip/headers"],
+        "{}",
+        info(&default)
+    );
+    assert!(categories(&info(&none)).is_empty());
+    assert!(categories(&info(&level5)).is_empty());
+}
+
 #[test]
 fn category_options_are_checked() {
     let dir = tempfile::tempdir().unwrap();

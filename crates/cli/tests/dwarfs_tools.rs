@@ -113,7 +113,8 @@ fn set_time(p: &Path, secs: i64) {
 /// A small tree with every entry kind: directories (one empty), text,
 /// duplicate, empty, setuid and foreign-owned files, hard links, relative,
 /// absolute and dangling symlinks, devices (as root), a fifo, a socket, a
-/// sparse file, and inputs for every categorizer (WAV, FITS, random data).
+/// sparse file, and inputs for every categorizer (WAV, FITS, a jar, random
+/// data).
 fn make_tree(root: &Path) {
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
@@ -134,6 +135,7 @@ fn make_tree(root: &Path) {
     std::os::unix::fs::symlink("nowhere", root.join("dangling")).unwrap();
     fs::write(root.join("audio.wav"), wav(20_000)).unwrap();
     fs::write(root.join("image.fits"), fits(64, 48)).unwrap();
+    fs::write(root.join("a/lib.jar"), zip_archive(700, 11)).unwrap();
     fs::write(
         root.join("random.bin"),
         noise(64 << 10, 0x9e37_79b9_7f4a_7c15),

@@ -131,10 +131,10 @@ impl Compressor for Zstd {
         for &(_, value, parameter) in &self.tuning {
             parameters.push((parameter, i64::from(value)));
         }
-        let min_match = self.tuned(ZstdParameter::ZSTD_c_minMatch).unwrap_or(3);
-        if self.tuned(ZstdParameter::ZSTD_c_hashLog).is_none() && min_match == 3 {
-            if let Some(hash_log) = zstd_encode::hash_log_for(data, self.level) {
-                parameters.push((ZstdParameter::ZSTD_c_hashLog, hash_log));
+        // Settings for evenly spread bytes, each unless the spec sets it.
+        for &(parameter, value) in zstd_encode::spread_parameters(data, self.level) {
+            if self.tuned(parameter).is_none() {
+                parameters.push((parameter, value));
             }
         }
         self.encoder.compress(data, self.level, &parameters)

@@ -81,23 +81,37 @@ const SPREAD_ENTROPY: f64 = 7.5;
 /// The hash table size, as a power of two, for such a block: room for
 /// every 3-byte prefix.
 const SPREAD_HASH_LOG: i64 = 25;
+/// The binary tree's size, as a power of two, for such a block: it
+/// reaches 4 MiB back.
+const SPREAD_CHAIN_LOG: i64 = 23;
+/// The shortest match looked for in such a block.
+const SPREAD_MIN_MATCH: i64 = 4;
 
-/// The hash table size to compress `data` with at `level`, where the
-/// level's own is too small for it; `None` leaves the level's.
+/// The parameters to compress `data` with at `level` where it is spread
+/// nearly evenly (compressed data: deflate streams in zip archives, media),
+/// in place of the level's own; none elsewhere.
 ///
 /// zstd's binary-tree match finder keeps one tree per hash slot. In
 /// bytes spread nearly evenly nearly all 16.7 million 3-byte prefixes
 /// occur, and in the 2^22 to 2^23 slots of levels 18 to 21 the trees of
-/// two or more prefixes share a slot and grow deeper. With a slot for each
-/// prefix the 3 near-incompressible 16 MiB blocks of the quick `rootfs`
-/// corpus compress in about a quarter less time, to frames within a
-/// byte of the same size (see the writer's README, "zstd in huge
-/// pages"); elsewhere the larger table only costs memory.
-pub(crate) fn hash_log_for(data: &[u8], level: i32) -> Option<i64> {
+/// two or more prefixes share a slot and grow deeper: with a slot for
+/// each prefix the 3 near-incompressible 16 MiB blocks of the quick
+/// `rootfs` corpus compress in about a quarter less time, to frames
+/// within a byte of the same size. The matches the optimal parser finds
+/// in such data are short and near: a tree reaching 4 MiB back (the
+/// level's reaches the whole 16 MiB block) that skips 3-byte matches
+/// takes another quarter off for 0.12-0.18% more bytes on those blocks
+/// (see the writer's README, "zstd in huge pages"). The smaller tree
+/// also takes 192 MiB less memory.
+pub(crate) fn spread_parameters(data: &[u8], level: i32) -> &'static [(sys::ZSTD_cParameter, i64)] {
     if level < FIRST_MIN_MATCH_3_LEVEL || byte_entropy(data) < SPREAD_ENTROPY {
-        return None;
+        return &[];
     }
-    Some(SPREAD_HASH_LOG)
+    &[
+        (sys::ZSTD_cParameter::ZSTD_c_hashLog, SPREAD_HASH_LOG),
+        (sys::ZSTD_cParameter::ZSTD_c_chainLog, SPREAD_CHAIN_LOG),
+        (sys::ZSTD_cParameter::ZSTD_c_minMatch, SPREAD_MIN_MATCH),
+    ]
 }
 
 /// The entropy of `data`'s byte histogram, in bits per byte (0 to 8).
@@ -345,15 +359,27 @@ mod tests {
     }
 
     #[test]
-    fn spread_bytes_get_a_hash_slot_for_every_prefix_at_the_high_levels() {
+    fn spread_bytes_get_their_own_match_finder_at_the_high_levels() {
         let spread = spread_data(1 << 20);
         assert!(byte_entropy(&spread) > 7.99);
-        assert_eq!(hash_log_for(&spread, 20), Some(SPREAD_HASH_LOG));
-        assert_eq!(hash_log_for(&spread, 22), Some(SPREAD_HASH_LOG));
-        assert_eq!(hash_log_for(&spread, 17), None);
+        let hash_log = |p: &[(sys::ZSTD_cParameter, i64)]| {
+            p.iter()
+                .find(|(k, _)| *k == sys::ZSTD_cParameter::ZSTD_c_hashLog)
+                .map(|&(_, v)| v)
+        };
+        assert_eq!(
+            hash_log(spread_parameters(&spread, 20)),
+            Some(SPREAD_HASH_LOG)
+        );
+        assert_eq!(
+            hash_log(spread_parameters(&spread, 22)),
+            Some(SPREAD_HASH_LOG)
+        );
+        assert_eq!(spread_parameters(&spread, 20).len(), 3);
+        assert!(spread_parameters(&spread, 17).is_empty());
         let text = sample_data(1 << 20);
         assert!(byte_entropy(&text) < SPREAD_ENTROPY);
-        assert_eq!(hash_log_for(&text, 20), None);
+        assert!(spread_parameters(&text, 20).is_empty());
         assert_eq!(byte_entropy(&[7; 100]), 0.0);
         assert_eq!(byte_entropy(&[]), 0.0);
     }

@@ -179,8 +179,9 @@ pub fn create<'py>(
     let lookback = opts.values("max_lookback_blocks")?;
     let order = opts.values("order")?;
     if let Some(list) = categorizers(&opts)? {
-        o.categorize = Some(CategorizeOptions {
-            categorizers: Categorizer::parse_list(&list).map_err(value_error)?,
+        let categorizers = Categorizer::parse_list(&list).map_err(value_error)?;
+        o.categorize = (!categorizers.is_empty()).then_some(CategorizeOptions {
+            categorizers,
             incompressible: incompressible(&opts)?,
         });
         o.per_category = hoard_writer::level::category_defaults(level);
@@ -312,19 +313,24 @@ fn history_entry(
         .then(|| history::this_run(arguments, stamp.then_some(now.max(0) as u64))))
 }
 
-/// The `categorize` option: True for every categorizer, or a list.
+/// The `categorize` option: True for every categorizer, False for none, or
+/// a list.
 fn categorizers(opts: &Options<'_>) -> PyResult<Option<String>> {
     let Some(value) = opts.0.get_item("categorize")? else {
         return Ok(None);
     };
     opts.0.del_item("categorize")?;
     if let Ok(all) = value.extract::<bool>() {
-        return Ok(all.then(|| "fits,pcmaudio,binary,incompressible".to_string()));
+        let list = if all {
+            hoard_writer::categorize::ALL_NAMES
+        } else {
+            "none"
+        };
+        return Ok(Some(list.to_string()));
     }
-    value
-        .extract::<String>()
-        .map(Some)
-        .map_err(|_| PyTypeError::new_err("option categorize: True or a comma-separated list"))
+    value.extract::<String>().map(Some).map_err(|_| {
+        PyTypeError::new_err("option categorize: True, False or a comma-separated list")
+    })
 }
 
 /// Runs `build` on another thread, without the GIL; meanwhile calls

@@ -20,10 +20,14 @@
 //!   and level 20 costs less than half the time for 0.4% more bytes;
 //! * at level 7, metadata of at most [`SMALL_METADATA`] bytes is
 //!   compressed with lzma (5-40% smaller than with zstd level 22; a mount
-//!   decodes it in at most about 20 ms), larger metadata with zstd.
+//!   decodes it in at most about 20 ms), larger metadata with zstd;
+//! * at levels 7 to 9 the `zip` categorizer puts the headers of zip
+//!   archives (jars, wheels, ...) in blocks of their own, where the
+//!   names they hold compress together.
 //!
 //! Level 7 is the default.
 
+use crate::categorize::Categorizer;
 use crate::order::{NilsimsaOptions, Order};
 use crate::pipeline::CategorySettings;
 use std::collections::BTreeMap;
@@ -48,6 +52,8 @@ pub struct Level {
     pub window_step_shift: u32,
     /// File order.
     pub order: Order,
+    /// Categorizers run unless `--categorize` names others.
+    pub categorizers: &'static [Categorizer],
 }
 
 /// The default level.
@@ -61,6 +67,12 @@ const SCHEMA: &str = "zstd:level=16";
 /// made the quick corpora's metadata 1-12% smaller than the preset's
 /// `lc=3:lp=0`.
 const METADATA_LZMA: &str = "lzma:level=9:lc=0:lp=2:pb=2";
+
+/// The categorizers of levels 7 to 9: zip archives' headers in blocks of
+/// their own. Each member then takes two chunks in the metadata, which
+/// these levels compress (levels 1 to 6 store it as it is, and there
+/// the chunks cost more than the headers gain).
+const ZIP: &[Categorizer] = &[Categorizer::Zip];
 
 /// The largest encoded metadata that [`Level::small_metadata`] applies to:
 /// lzma decodes 1 MiB of it in about 20 ms on one core.
@@ -111,6 +123,7 @@ const LEVELS: [Level; 10] = [
         // sets up in a quarter of the time a 64 MiB one takes; lc, lp
         // and pb as in METADATA_LZMA.
         small_metadata: Some("lzma:level=9:extreme:dict_size=20:lc=0:lp=2:pb=2"),
+        categorizers: ZIP,
         ..level(
             24,
             "zstd:level=20",
@@ -121,26 +134,32 @@ const LEVELS: [Level; 10] = [
             Order::Similarity,
         )
     },
-    level(
-        24,
-        "lzma:level=9",
-        SCHEMA,
-        METADATA_LZMA,
-        10,
-        3,
-        Order::Similarity,
-    ),
-    level(
-        26,
-        "lzma:level=9",
-        SCHEMA,
-        METADATA_LZMA,
-        12,
-        3,
-        Order::NameNilsimsa {
-            options: NilsimsaOptions::DEFAULT,
-        },
-    ),
+    Level {
+        categorizers: ZIP,
+        ..level(
+            24,
+            "lzma:level=9",
+            SCHEMA,
+            METADATA_LZMA,
+            10,
+            3,
+            Order::Similarity,
+        )
+    },
+    Level {
+        categorizers: ZIP,
+        ..level(
+            26,
+            "lzma:level=9",
+            SCHEMA,
+            METADATA_LZMA,
+            12,
+            3,
+            Order::NameNilsimsa {
+                options: NilsimsaOptions::DEFAULT,
+            },
+        )
+    },
 ];
 
 const fn level(
@@ -161,6 +180,7 @@ const fn level(
         window_bits,
         window_step_shift,
         order,
+        categorizers: &[],
     }
 }
 

@@ -146,7 +146,10 @@ impl CreateOptions {
             section_index: true,
             recovery: None,
             header: None,
-            categorize: None,
+            categorize: (!level.categorizers.is_empty()).then(|| CategorizeOptions {
+                categorizers: level.categorizers.to_vec(),
+                incompressible: Default::default(),
+            }),
             per_category: BTreeMap::new(),
             category_names: true,
             category_metadata: true,
@@ -355,7 +358,13 @@ pub fn create(
         blocks: segmented.blocks,
         block_size: 1 << options.block_size_bits,
     };
-    let categories = (options.categorize.is_some() && options.category_names)
+    // Categories are named when the categorizers found any: an image of
+    // the default category alone says nothing more with them.
+    let categorized = streams
+        .plans
+        .iter()
+        .any(|p| p.category.name != DEFAULT_CATEGORY);
+    let categories = (options.categorize.is_some() && options.category_names && categorized)
         .then_some((streams.plans.as_slice(), segmented.block_streams.as_slice()));
     let meta = build_metadata(options, inputs, categories);
     // The tree is in the metadata now: gone before it is encoded, it

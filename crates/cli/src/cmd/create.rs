@@ -65,8 +65,9 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
         o.schema_compression = c.clone();
     }
     if let Some(list) = &args.categorize {
-        o.categorize = Some(CategorizeOptions {
-            categorizers: Categorizer::parse_list(list).map_err(anyhow::Error::msg)?,
+        let categorizers = Categorizer::parse_list(list).map_err(anyhow::Error::msg)?;
+        o.categorize = (!categorizers.is_empty()).then_some(CategorizeOptions {
+            categorizers,
             incompressible: IncompressibleOptions {
                 min_input_size: args.incompressible_min_input_size as u64,
                 block_size: args.incompressible_block_size.max(1),

@@ -54,10 +54,11 @@ pub struct CreateArgs {
     #[arg(long)]
     pub order: Vec<String>,
     /// Split files into categories, each with its own blocks and
-    /// compression: fits, pcmaudio, binary, incompressible (all, in that
-    /// order, when given alone).
+    /// compression: fits, pcmaudio, binary, zip, incompressible (all, in
+    /// that order, when given alone), or none. Levels 7 to 9 run zip
+    /// unless told otherwise.
     #[arg(long, num_args = 0..=1, require_equals = true,
-          default_missing_value = "fits,pcmaudio,binary,incompressible")]
+          default_missing_value = hoard_writer::categorize::ALL_NAMES)]
     pub categorize: Option<String>,
     /// Smallest file checked for incompressibility (suffixes k, m, g).
     #[arg(long, value_parser = crate::args::parse_size, default_value = "256")]

@@ -136,6 +136,9 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     super::open_stack(&args.inputs, &Default::default(), args.force_stack)?;
     let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
     o.flatten = args.inputs.clone();
+    // The layers' contents are read from their images, where the
+    // categorizers, which read files, have nothing to look at.
+    o.categorize = None;
     o.force = args.force;
     o.fsync = args.fsync;
     let compression =

@@ -189,6 +189,25 @@ pub fn noise(n: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// A zip archive (as a jar is) of `members` deflated members of about 1.6
+/// KiB each: some text and mostly noise, so that most of the archive is
+/// data no compressor shrinks, as in a real one.
+pub fn zip_archive(members: usize, seed: u64) -> Vec<u8> {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let deflated = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for i in 0..members {
+        zip.start_file(format!("org/example/pkg{}/Class{i}.java", i % 7), deflated)
+            .unwrap();
+        let text = format!("/* member {i} */ public class Class{i} {{ }}\n").repeat(40);
+        zip.write_all(text.as_bytes()).unwrap();
+        zip.write_all(&noise(1500, seed.wrapping_add(i as u64)))
+            .unwrap();
+    }
+    zip.finish().unwrap().into_inner()
+}
+
 /// The DwarFS tools' folder, after `setup.sh` when they do not start;
 /// None (said on stderr) when `../shared` or the tools are missing.
 pub fn dwarfs_bin() -> Option<PathBuf> {

@@ -149,6 +149,7 @@ pub mod binary;
 pub mod fits;
 pub mod incompressible;
 pub mod pcmaudio;
+pub mod zip;
 
 use crate::dedupe::Content;
 use crate::tree::Tree;
@@ -167,15 +168,21 @@ pub enum Categorizer {
     PcmAudio,
     /// Executables (`binary/elf`, `binary/pe`).
     Binary,
+    /// Zip archives: their headers (`zip/headers`) apart from their data.
+    Zip,
     /// Data zstd cannot shrink (`incompressible`).
     Incompressible,
 }
 
+/// Every categorizer's name, in the order `--categorize` alone runs them.
+pub const ALL_NAMES: &str = "fits,pcmaudio,binary,zip,incompressible";
+
 /// Every categorizer, in the order `--categorize` alone runs them.
-pub const ALL: [Categorizer; 4] = [
+pub const ALL: [Categorizer; 5] = [
     Categorizer::Fits,
     Categorizer::PcmAudio,
     Categorizer::Binary,
+    Categorizer::Zip,
     Categorizer::Incompressible,
 ];
 
@@ -186,6 +193,7 @@ impl Categorizer {
             Categorizer::Fits => "fits",
             Categorizer::PcmAudio => "pcmaudio",
             Categorizer::Binary => "binary",
+            Categorizer::Zip => "zip",
             Categorizer::Incompressible => "incompressible",
         }
     }
@@ -196,12 +204,26 @@ impl Categorizer {
             Categorizer::Fits => &[fits::IMAGE, fits::METADATA],
             Categorizer::PcmAudio => &[pcmaudio::METADATA, pcmaudio::WAVEFORM],
             Categorizer::Binary => &[binary::ELF, binary::PE],
+            Categorizer::Zip => &[zip::HEADERS],
             Categorizer::Incompressible => &[incompressible::INCOMPRESSIBLE],
         }
     }
 
-    /// Parses a comma-separated list such as `pcmaudio,incompressible`.
+    /// The smallest file it may claim: smaller ones are not opened for it.
+    fn smallest_claimed(self, opts: &CategorizeOptions) -> u64 {
+        match self {
+            Categorizer::Zip => zip::MIN_ARCHIVE,
+            Categorizer::Incompressible => opts.incompressible.min_input_size,
+            Categorizer::Fits | Categorizer::PcmAudio | Categorizer::Binary => 1,
+        }
+    }
+
+    /// Parses a comma-separated list such as `pcmaudio,incompressible`;
+    /// `none` is the empty list.
     pub fn parse_list(list: &str) -> Result<Vec<Categorizer>, String> {
+        if list == "none" {
+            return Ok(Vec::new());
+        }
         list.split(',')
             .filter(|s| !s.is_empty())
             .map(|name| {
@@ -278,7 +300,8 @@ fn categorize_file(
     sparse_files: bool,
     opts: &CategorizeOptions,
 ) -> std::io::Result<Option<Vec<Fragment>>> {
-    if size == 0 {
+    let smallest = opts.categorizers.iter().map(|c| c.smallest_claimed(opts));
+    if size == 0 || smallest.min().is_none_or(|s| size < s) {
         return Ok(None);
     }
     let file = std::fs::File::open(path)?;
@@ -308,6 +331,9 @@ fn categorize_file(
                 let mut sig = [0u8; 4];
                 file.read_exact_at(&mut sig, at).ok().map(|_| sig)
             }),
+            Categorizer::Zip if zip::sniff(&head) && size >= zip::MIN_ARCHIVE => {
+                zip::categorize(&file, size)
+            }
             Categorizer::Incompressible => {
                 incompressible::categorize((&file).take(size), size, &opts.incompressible)?
             }
