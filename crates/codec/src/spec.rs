@@ -603,8 +603,9 @@ impl<'a> Options<'a> {
 /// default 22) and `long`, and hoard's `hash_log`, `chain_log`,
 /// `search_log` (powers of two), `min_match` and `target_length`, which
 /// override the level's match finder as zstd's parameters of those names
-/// do (left out, a high level still widens its hash table for a block
-/// whose bytes are spread nearly evenly); lzma `level` (0..9, default 9), `extreme`,
+/// do (those left out, a high level still sets for a block whose bytes
+/// are spread nearly evenly: a wider hash table, a tree reaching 4 MiB
+/// back, matches of 4 bytes or more); lzma `level` (0..9, default 9), `extreme`,
 /// `dict_size` (12..30, log2), `binary` (x86, powerpc, ia64, arm, armthumb,
 /// sparc), `mode` (fast, normal), `mf` (hc3, hc4, bt2, bt3, bt4), `nice`
 /// (2..273), `depth`, and hoard's `lc`, `lp`, `pb` (0..4, lc + lp at most

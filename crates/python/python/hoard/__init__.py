@@ -300,7 +300,7 @@ def create(source_dir, image_path, level=7, progress=None, **options):
 
     ``options`` are those of ``hoard create``, named as its long options
     with ``_`` for ``-``: force, fsync, block_size_bits, metadata_compression,
-    schema_compression, categorize (True or a list string),
+    schema_compression, categorize (True, False or a list string),
     incompressible_min_input_size, incompressible_block_size,
     incompressible_fragments, incompressible_ratio,
     incompressible_zstd_level, no_category_names, no_category_metadata,
