@@ -222,6 +222,23 @@ fn the_default_level_keeps_zip_headers_apart_and_none_turns_it_off() {
     );
     assert!(categories(&info(&none)).is_empty());
     assert!(categories(&info(&level5)).is_empty());
+
+    // Reads anywhere in a jar of many chunks return its bytes.
+    let fs = hoard_reader::Filesystem::open(&default, &Default::default()).unwrap();
+    let ino = fs.lookup_path("lib/a.jar").unwrap();
+    assert!(fs.chunk_range(ino).unwrap().len() > 1000);
+    let jar = std::fs::read(src.join("lib/a.jar")).unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    for _ in 0..300 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let offset = (x % jar.len() as u64) as usize;
+        let mut buf = vec![0u8; 1 + (x >> 40) as usize % 9000];
+        let n = fs.read(ino, offset as u64, &mut buf).unwrap();
+        let want = &jar[offset..(offset + buf.len()).min(jar.len())];
+        assert_eq!(&buf[..n], want, "at {offset}");
+    }
 }
 
 #[test]

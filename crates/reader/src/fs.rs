@@ -4,6 +4,7 @@ use crate::cache::{Block, BlockCache, DEFAULT_DECRATIO};
 use crate::error::{corrupt, Error, Result};
 use crate::image::{Image, OpenOptions, Section};
 use crate::inode::{FileKind, InodeLayout, Stat, Time};
+use crate::offsets::{self, ChunkOffsets, CHECKPOINT, MANY_CHUNKS};
 use crate::tables::{inode_field, Tables};
 use hoard_format::metadata::{Metadata, SUPPORTED_FEATURES};
 use hoard_format::section::SectionType;
@@ -117,6 +118,9 @@ pub struct Filesystem {
     parents: OnceLock<Result<Vec<u32>>>,
     /// Symlink targets, decoded at the first [`Filesystem::readlink`].
     targets: OnceLock<Result<Vec<Vec<u8>>>>,
+    /// Where the chunks of files with many chunks start, found at their
+    /// first read.
+    offsets: ChunkOffsets,
 }
 
 impl Filesystem {
@@ -200,6 +204,7 @@ impl Filesystem {
             nlinks: OnceLock::new(),
             parents: OnceLock::new(),
             targets: OnceLock::new(),
+            offsets: ChunkOffsets::default(),
         };
         if fs.kind_of(fs.root())? != FileKind::Directory {
             return Err(corrupt!("the root inode is not a directory"));
@@ -886,9 +891,18 @@ impl Filesystem {
         buf: &mut [u8],
         fetch: impl Fn(u32, usize) -> Result<Option<Block>>,
     ) -> Result<Option<usize>> {
-        let mut pos = 0u64; // file position of the current extent
+        let chunks = self.chunk_range(ino)?;
+        // The first chunk to look at, and its file position.
+        let (mut first, mut pos) = (chunks.start, 0u64);
+        if chunks.len() > MANY_CHUNKS {
+            let checkpoints = self
+                .offsets
+                .of(ino, || self.checkpoints(ino, chunks.clone()))?;
+            let (k, start) = offsets::start_for(&checkpoints, offset);
+            (first, pos) = (chunks.start + k * CHECKPOINT, start);
+        }
         let mut done = 0usize;
-        for i in self.chunk_range(ino)? {
+        for i in first..chunks.end {
             if done == buf.len() {
                 break;
             }
@@ -926,6 +940,22 @@ impl Filesystem {
             pos += len;
         }
         Ok(Some(done))
+    }
+
+    /// Where every [`CHECKPOINT`]-th of the chunks `chunks` of file `ino`
+    /// starts in it, from the first on.
+    fn checkpoints(&self, ino: u32, chunks: Range<usize>) -> Result<Vec<u64>> {
+        let mut starts = Vec::with_capacity(chunks.len() / CHECKPOINT + 1);
+        let mut pos = 0u64;
+        for (n, i) in chunks.enumerate() {
+            if n % CHECKPOINT == 0 {
+                starts.push(pos);
+            }
+            pos = pos
+                .checked_add(self.extent(i)?.len())
+                .ok_or_else(|| corrupt!("inode {ino}: file size overflows"))?;
+        }
+        Ok(starts)
     }
 
     /// Calls `sink` with the contents of regular file `ino`, extent by extent.

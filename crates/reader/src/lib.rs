@@ -44,6 +44,7 @@ pub mod fs;
 pub mod fuzzing;
 pub mod image;
 pub mod inode;
+mod offsets;
 pub mod set;
 pub mod source;
 pub mod stack;

@@ -107,7 +107,7 @@ impl Member {
 fn members(file: &impl FileExt, size: u64) -> Option<Vec<Member>> {
     let (directory, count, end) = find_directory(file, size)?;
     let length = end.checked_sub(directory)?;
-    if length > MAX_DIRECTORY || count > length / 46 {
+    if end > size || length > MAX_DIRECTORY || count > length / 46 {
         return None;
     }
     let mut bytes = vec![0u8; usize::try_from(length).ok()?];
@@ -357,6 +357,26 @@ mod tests {
         let mut bad = zip;
         bad[0] = b'X';
         assert_eq!(fragments_of(&bad), None);
+        // Bytes changed anywhere: fragments that cover the file, or none.
+        let zip = archive(
+            b"",
+            &[
+                Entry("a", vec![1; 700], true),
+                Entry("b", vec![2; 900], false),
+            ],
+        );
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..3000 {
+            let mut bad = zip.clone();
+            for _ in 0..3 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x % bad.len() as u64) as usize;
+                bad[at] = (x >> 32) as u8;
+            }
+            let _ = fragments_of(&bad);
+        }
         // Too many entries for the directory.
         assert_eq!(
             fragments_of(b"PK\x05\x06\0\0\0\0\xff\x00\xff\x00\0\0\0\0\0\0\0\0\0\0"),
