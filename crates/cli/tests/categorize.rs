@@ -195,19 +195,8 @@ fn the_default_level_keeps_zip_headers_apart_and_none_turns_it_off() {
     std::fs::write(src.join("notes.txt"), "zip headers\n".repeat(5_000)).unwrap();
     let manifest = manifest_of(&src);
     let build = |name: &str, extra: &[&str]| {
-        let image = dir.path().join(name);
-        let mut args = vec![
-            "create",
-            "-i",
-            src.to_str().unwrap(),
-            "-o",
-            image.to_str().unwrap(),
-            "--no-progress",
-            "--time-resolution=ns",
-        ];
-        args.extend_from_slice(extra);
-        let r = run(&args);
-        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let options = [&["--time-resolution=ns"], extra].concat();
+        let image = create_image(&src, &dir.path().join(name), &options);
         assert_reads_back(&image, &manifest);
         image
     };
