@@ -662,6 +662,9 @@ fn unreadable_files_are_skipped_with_exit_code_2() {
     write(&tree, "ok.txt", b"fine\n");
     let secret = write(&tree, "secret.txt", b"no\n");
     chmod(&secret, 0o000);
+    // A directory that cannot be listed is kept, empty.
+    write(&tree, "locked/inner.txt", b"hidden\n");
+    chmod(&tree.join("locked"), 0o000);
     chmod(&tree, 0o755);
     let image = dir.path().join("u.dwarfs");
     use std::os::unix::process::CommandExt;
@@ -684,12 +687,20 @@ fn unreadable_files_are_skipped_with_exit_code_2() {
         "{}",
         String::from_utf8_lossy(&r.stderr)
     );
-    assert!(String::from_utf8_lossy(&r.stderr).contains("secret.txt"));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        stderr.contains("secret.txt") && stderr.contains("locked"),
+        "{stderr}"
+    );
     assert_ok(&run(&["check", "--full", image.to_str().unwrap()]), "check");
     let listing =
         String::from_utf8_lossy(&run(&["ls", image.to_str().unwrap()]).stdout).to_string();
     assert!(
         listing.contains("ok.txt") && !listing.contains("secret.txt"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("locked") && !listing.contains("inner.txt"),
         "{listing}"
     );
 }

@@ -349,15 +349,15 @@ impl Walker<'_> {
         self.progress.entries.fetch_add(1, Ordering::Relaxed);
         let (mut children, mut target) = (None, None);
         let xattrs = if meta.is_dir() {
-            let sub = match open_dir(dir.as_fd(), Path::new(&name), false) {
-                Ok(d) => d,
+            let (xattrs, listed) = match open_dir(dir.as_fd(), Path::new(&name), false) {
+                Ok(sub) => (self.xattrs(Some(&sub), &path), self.list(&sub, &path, &rel)),
+                // Kept, with nothing in it, as a directory that cannot
+                // be listed.
                 Err(e) => {
                     self.warn(&path, e);
-                    return None;
+                    (self.xattrs(None, &path), Vec::new())
                 }
             };
-            let xattrs = self.xattrs(Some(&sub), &path);
-            let listed = self.list(&sub, &path, &rel);
             if listed.is_empty() && self.options.remove_empty_dirs {
                 return None;
             }

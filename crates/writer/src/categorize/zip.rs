@@ -74,7 +74,7 @@ pub fn categorize(file: &impl FileExt, size: u64) -> Option<Vec<Fragment>> {
         out.push(kind, m.compressed);
         pos = data + m.compressed;
         if m.descriptor {
-            let descriptor = descriptor_len(file, pos, m.zip64)?.min(size - pos);
+            let descriptor = descriptor_len(file, pos, m.zip64).min(size - pos);
             out.push(HEADERS, descriptor);
             pos += descriptor;
         }
@@ -206,11 +206,11 @@ fn zip64_extra(mut extras: &[u8]) -> Option<&[u8]> {
 
 /// The length of the data descriptor at `at`: with or without its
 /// signature, sizes of 4 or (zip64) 8 bytes.
-fn descriptor_len(file: &impl FileExt, at: u64, zip64: bool) -> Option<u64> {
+fn descriptor_len(file: &impl FileExt, at: u64, zip64: bool) -> u64 {
     let mut signature = [0u8; 4];
     let signed = file.read_exact_at(&mut signature, at).is_ok() && &signature == DESCRIPTOR;
     let fields = if zip64 { 20 } else { 12 };
-    Some(fields + if signed { 4 } else { 0 })
+    fields + if signed { 4 } else { 0 }
 }
 
 /// Fragments built in order, runs of one category joined.
