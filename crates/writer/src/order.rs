@@ -6,10 +6,12 @@
 //! * `path` — by path;
 //! * `revpath` — by path read backwards, name first, then the directories
 //!   from the innermost out (all `Makefile`s together, …);
-//! * `similarity` — by extension, then as `revpath`: files of one kind
-//!   together (all `.py`, then all `.so`, …), and within a kind the same
-//!   file from many versions of a tree side by side, its versions in the
-//!   order of the directories that hold them;
+//! * `similarity` — by extension, then by path, with the trees at the top
+//!   of the input (below any single directories it starts with) taken as
+//!   one: files of one kind together (all `.py`, then all `.so`, …),
+//!   within a kind the files of one directory together, in path order,
+//!   and the same file from many versions of a tree side by side, its
+//!   versions in the order of the top directories that hold them;
 //! * `name-nilsimsa[:max-children=N][:max-cluster-size=N]` — the files of
 //!   one name as a unit, as `revpath` within it (the versions of one file
 //!   side by side), and the units ordered as `nilsimsa` orders contents,
@@ -50,7 +52,7 @@ pub enum Order {
     Path,
     /// By reversed path.
     RevPath,
-    /// By extension, name and content similarity.
+    /// By extension, then path, the versions of a file side by side.
     Similarity,
     /// Files of one name as a unit, units by nilsimsa digest.
     NameNilsimsa {
@@ -437,8 +439,35 @@ fn revpath_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a.rsplit(|&c| c == b'/').cmp(b.rsplit(|&c| c == b'/'))
 }
 
+/// Compares paths below the trunk as if the trees at their top (the
+/// releases or snapshots of a tree side by side) were one: by the path
+/// below the top directory, component by component, then by the top
+/// directory. A file directly at the top is a path below no directory.
+fn side_by_side_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let ((top_a, below_a), (top_b, below_b)) = (split_top(a), split_top(b));
+    below_a
+        .split(|&c| c == b'/')
+        .cmp(below_b.split(|&c| c == b'/'))
+        .then_with(|| top_a.cmp(top_b))
+}
+
+/// A path's first directory and the rest below it (no directory and the
+/// name, for a name alone).
+fn split_top(path: &[u8]) -> (&[u8], &[u8]) {
+    match path.iter().position(|&c| c == b'/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (&[], path),
+    }
+}
+
 fn base_name(path: &[u8]) -> &[u8] {
     path.rsplit(|&b| b == b'/').next().unwrap_or(path)
+}
+
+/// The length of `path`'s directories, with the slash after them (0 for
+/// a name alone).
+fn dir_len(path: &[u8]) -> usize {
+    path.iter().rposition(|&c| c == b'/').map_or(0, |i| i + 1)
 }
 
 /// The path in the image of each content's first file, in one buffer,
@@ -469,6 +498,27 @@ impl ContentPaths {
         ContentPaths { bytes, ends }
     }
 
+    /// The length of the directories every path starts with, with the
+    /// slash after them: the trunk of single directories above the
+    /// level where the tree first branches (`usr/` in a root file
+    /// system's `usr/bin`, `usr/lib`, ...).
+    fn trunk_len(&self) -> usize {
+        let mut trunk = match self.ends.first() {
+            Some(_) => dir_len(self.get(0)),
+            None => return 0,
+        };
+        for c in 1..self.ends.len() {
+            let path = self.get(c);
+            let common = self.bytes[..trunk]
+                .iter()
+                .zip(path)
+                .take_while(|(x, y)| x == y)
+                .count();
+            trunk = trunk.min(dir_len(&path[..common]));
+        }
+        trunk
+    }
+
     /// The path of content `c`'s first file.
     fn get(&self, c: usize) -> &[u8] {
         let start = if c == 0 { 0 } else { self.ends[c - 1] };
@@ -489,12 +539,15 @@ pub fn order(tree: &Tree, contents: &[Content], order: Order) -> Vec<usize> {
         Order::None => {}
         Order::Path => ids.sort_by(|&a, &b| path(a).cmp(path(b))),
         Order::RevPath => ids.sort_by(|&a, &b| revpath_cmp(path(a), path(b))),
-        Order::Similarity => ids.sort_by(|&a, &b| {
-            let (a, b) = (path(a), path(b));
-            extension(base_name(a))
-                .cmp(extension(base_name(b)))
-                .then_with(|| revpath_cmp(a, b))
-        }),
+        Order::Similarity => {
+            let trunk = paths.trunk_len();
+            ids.sort_by(|&a, &b| {
+                let (a, b) = (path(a), path(b));
+                extension(base_name(a))
+                    .cmp(extension(base_name(b)))
+                    .then_with(|| side_by_side_cmp(&a[trunk..], &b[trunk..]))
+            })
+        }
         Order::Nilsimsa { options } => ids = order_nilsimsa(&paths, contents, options),
         Order::NameNilsimsa { options } => ids = order_name_nilsimsa(&paths, contents, options),
     }
@@ -1011,10 +1064,40 @@ mod tests {
                 "app-2.0/static/style.css",
                 "app-1.0/lib/models.py",
                 "app-2.0/lib/models.py",
-                "app-1.0/test/models.py",
                 "app-1.0/lib/views.py",
+                "app-1.0/test/models.py",
             ]
         );
+    }
+
+    #[test]
+    fn similarity_order_looks_below_the_directories_every_path_starts_with() {
+        // `srv/releases/` is the trunk: the versions of a file sit side by
+        // side below it as they would at the top.
+        let paths = [
+            "srv/releases/b-2/src/x.c",
+            "srv/releases/a-1/src/y.c",
+            "srv/releases/a-1/src/x.c",
+            "srv/releases/a-1/x.c",
+        ];
+        let tree = tree_of(&paths);
+        let contents: Vec<Content> = (0..paths.len()).map(|i| content(1, None, i)).collect();
+        let ordered: Vec<&str> = order(&tree, &contents, Order::Similarity)
+            .into_iter()
+            .map(|c| paths[c])
+            .collect();
+        assert_eq!(
+            ordered,
+            [
+                "srv/releases/a-1/src/x.c",
+                "srv/releases/b-2/src/x.c",
+                "srv/releases/a-1/src/y.c",
+                "srv/releases/a-1/x.c",
+            ]
+        );
+        // One file: its directories are the trunk, and nothing breaks.
+        let tree = tree_of(&paths[..1]);
+        assert_eq!(order(&tree, &[content(1, None, 0)], Order::Similarity), [0]);
     }
 
     #[test]
