@@ -132,10 +132,16 @@ impl Compressor for Zstd {
             parameters.push((parameter, i64::from(value)));
         }
         // Settings for evenly spread bytes, each unless the spec sets it.
-        for &(parameter, value) in zstd_encode::spread_parameters(data, self.level) {
+        let spread = zstd_encode::spread_parameters(data, self.level);
+        for &(parameter, value) in spread {
             if self.tuned(parameter).is_none() {
                 parameters.push((parameter, value));
             }
+        }
+        if !spread.is_empty() && self.encoder.finds_nothing(data, self.level, &parameters)? {
+            // Random bytes: a frame at level 1, which is no smaller than
+            // the block, so the writer stores the block as it is.
+            return self.encoder.compress(data, 1, &[]);
         }
         self.encoder.compress(data, self.level, &parameters)
     }
