@@ -212,6 +212,14 @@ impl Drop for Encoder {
     }
 }
 
+/// Samples of a spread block compressed on trial by
+/// [`Encoder::finds_nothing`]: this many, spread over the block.
+const TRIAL_SAMPLES: usize = 4;
+/// The bytes of each trial sample.
+const TRIAL_SAMPLE: usize = 256 << 10;
+/// The smallest block given a trial: four times the samples' bytes.
+const TRIAL_MIN_BLOCK: usize = 4 * TRIAL_SAMPLES * TRIAL_SAMPLE;
+
 impl Encoder {
     /// Compresses `data` into one zstd frame that records its content
     /// size, with the compression level and then each of `parameters`
@@ -227,17 +235,7 @@ impl Encoder {
         Pool::put(&POOL, context);
         frame
     }
-}
 
-/// Samples of a spread block compressed on trial by
-/// [`Encoder::finds_nothing`]: this many, spread over the block.
-const TRIAL_SAMPLES: usize = 4;
-/// The bytes of each trial sample.
-const TRIAL_SAMPLE: usize = 256 << 10;
-/// The smallest block given a trial: four times the samples' bytes.
-const TRIAL_MIN_BLOCK: usize = 4 * TRIAL_SAMPLES * TRIAL_SAMPLE;
-
-impl Encoder {
     /// Whether compressing the spread block `data` at `level` with
     /// `parameters` would find nothing: its samples (4 of 256 KiB,
     /// evenly placed) compressed on their own shrink by less than 0.1%.

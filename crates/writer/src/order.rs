@@ -503,10 +503,10 @@ impl ContentPaths {
     /// level where the tree first branches (`usr/` in a root file
     /// system's `usr/bin`, `usr/lib`, ...).
     fn trunk_len(&self) -> usize {
-        let mut trunk = match self.ends.first() {
-            Some(_) => dir_len(self.get(0)),
-            None => return 0,
-        };
+        if self.ends.is_empty() {
+            return 0;
+        }
+        let mut trunk = dir_len(self.get(0));
         for c in 1..self.ends.len() {
             let path = self.get(c);
             let common = self.bytes[..trunk]
@@ -1039,6 +1039,16 @@ mod tests {
         tree
     }
 
+    /// `paths`, one content each, in `similarity` order.
+    fn similarity_order<'p>(paths: &[&'p str]) -> Vec<&'p str> {
+        let tree = tree_of(paths);
+        let contents: Vec<Content> = (0..paths.len()).map(|i| content(1, None, i)).collect();
+        order(&tree, &contents, Order::Similarity)
+            .into_iter()
+            .map(|c| paths[c])
+            .collect()
+    }
+
     #[test]
     fn similarity_order_puts_one_file_of_many_versions_together() {
         let paths = [
@@ -1050,14 +1060,8 @@ mod tests {
             "app-1.0/test/models.py",
             "app-1.0/README",
         ];
-        let tree = tree_of(&paths);
-        let contents: Vec<Content> = (0..paths.len()).map(|i| content(1, None, i)).collect();
-        let ordered: Vec<&str> = order(&tree, &contents, Order::Similarity)
-            .into_iter()
-            .map(|c| paths[c])
-            .collect();
         assert_eq!(
-            ordered,
+            similarity_order(&paths),
             [
                 "app-1.0/README",
                 "app-1.0/static/style.css",
@@ -1080,14 +1084,8 @@ mod tests {
             "srv/releases/a-1/src/x.c",
             "srv/releases/a-1/x.c",
         ];
-        let tree = tree_of(&paths);
-        let contents: Vec<Content> = (0..paths.len()).map(|i| content(1, None, i)).collect();
-        let ordered: Vec<&str> = order(&tree, &contents, Order::Similarity)
-            .into_iter()
-            .map(|c| paths[c])
-            .collect();
         assert_eq!(
-            ordered,
+            similarity_order(&paths),
             [
                 "srv/releases/a-1/src/x.c",
                 "srv/releases/b-2/src/x.c",

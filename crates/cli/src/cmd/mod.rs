@@ -107,8 +107,8 @@ pub fn open_stack(
 
 /// The stack of each pool thread: the scan recurses once a directory
 /// level, and 2 MiB (Rust's default) held 3,000 levels but not 5,000 in a
-/// release build; 64 MiB holds 32 times as many. Only the pages a thread
-/// touches take memory.
+/// release build; 64 MiB gives 32 times the room. Only the pages a
+/// thread touches take memory.
 const WORKER_STACK: usize = 64 << 20;
 
 /// A thread pool builder with [`WORKER_STACK`]-sized stacks.
