@@ -141,6 +141,12 @@ def tables(name: str, corpus: dict, unavailable: dict) -> list:
     return lines
 
 
+def _bytes(n) -> str:
+    """An amount of bytes for the text: "64 MiB"; runs before bytes were
+    counted wrote fio's own notation ("64m"), kept as it is."""
+    return f"{n / MiB:g} MiB" if isinstance(n, int) else str(n)
+
+
 def versus_dwarfs(corpus: dict) -> list:
     """Markdown lines: the "hoard / DwarFS" table of one corpus, one row per
     figure that both measured, with both medians and their ratio; the pairs
@@ -365,9 +371,10 @@ def readme(results: dict, made: dict) -> list:
                   "mount, its extraction; for sizes and times below 1 is better than hoard). "
                   f"Tools get {s['threads']} threads. Builds start with the corpus in the page "
                   f"cache. Cold reads and extractions: {_cold_text(s['cold'])}. fio: random "
-                  f"`psync` reads, one job per thread, each reading {s['fio_io_size']['4k']} "
-                  f"(4k) or {s['fio_io_size']['64k']} (64k) with no block twice, from up to 64 "
-                  "of the corpus's larger files.", ""]
+                  f"`psync` reads, one job per thread, each reading {_bytes(s['fio_io_size']['4k'])} "
+                  f"(4k) or {_bytes(s['fio_io_size']['64k'])} (64k) with no block twice (less "
+                  "where the files chosen hold less: see the notes), from the corpus's larger "
+                  "files.", ""]
     vers = results.get("versions") or {}
     if vers:
         lines += ["Versions: " + "; ".join(f"{k}: {v}" for k, v in vers.items() if v) + ".", ""]
