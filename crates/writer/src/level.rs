@@ -78,6 +78,14 @@ const METADATA_LZMA: &str = "lzma:level=9:lc=0:lp=2:pb=2";
 /// the chunks cost more than the headers gain).
 const ZIP: &[Categorizer] = &[Categorizer::Zip];
 
+/// Block compression at levels 6 and 7: zstd level 20 that takes a match
+/// of 128 bytes without weighing the others (level 20's own target is
+/// 256), which took 0.87 of zstd's time for 0.07-0.12% more bytes, and
+/// tries 32 candidates a position, not 128, which took 0.94 of a quick
+/// `rootfs` build's time (0.96 on `versions`) for 0.03% (0.13%) more
+/// bytes. The writer's README has the measurements.
+const DATA_L6_L7: &str = "zstd:level=20:target_length=128:search_log=5";
+
 /// The largest encoded metadata that [`Level::small_metadata`] applies to:
 /// lzma decodes 1 MiB of it in about 20 ms on one core.
 pub const SMALL_METADATA: usize = 1 << 20;
@@ -113,15 +121,7 @@ const LEVELS: [Level; 10] = [
         2,
         Order::Similarity,
     ),
-    level(
-        24,
-        "zstd:level=20:target_length=128",
-        SCHEMA,
-        "null",
-        10,
-        2,
-        Order::Similarity,
-    ),
+    level(24, DATA_L6_L7, SCHEMA, "null", 10, 2, Order::Similarity),
     Level {
         // A dictionary of SMALL_METADATA bytes holds all of it, and
         // sets up in a quarter of the time a 64 MiB one takes; lc, lp
@@ -130,7 +130,7 @@ const LEVELS: [Level; 10] = [
         categorizers: ZIP,
         ..level(
             24,
-            "zstd:level=20:target_length=128",
+            DATA_L6_L7,
             SCHEMA,
             "zstd:level=22",
             10,
