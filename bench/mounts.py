@@ -98,7 +98,7 @@ class MountError(RuntimeError):
 
 
 def measure_round(driver: Driver, program: str, image: str, mnt: str, corpus, fio_files,
-                  fio_sizes: dict, settings: dict, log) -> dict:
+                  settings: dict, log) -> dict:
     """Mounts `image` with `driver` once and returns the round's figures."""
     out = {"notes": []}
     cold = settings["cold"] == "drop_caches"
@@ -133,11 +133,9 @@ def measure_round(driver: Driver, program: str, image: str, mnt: str, corpus, fi
 
         if fio_files and settings.get("fio"):
             for bs, key in (("4k", "fio_4k_iops"), ("64k", "fio_64k_mibs")):
-                if not fio_sizes[bs]:
-                    continue
                 if cold:
                     measure.drop_caches()
-                res = run_fio(mnt, fio_files, bs, fio_sizes[bs], settings, log)
+                res = run_fio(mnt, fio_files, bs, settings, log)
                 if res:
                     out[key] = res["iops"] if key.endswith("iops") else res["mibs"]
         if pid:
@@ -277,7 +275,8 @@ def pick_fio_files(tree: str, want: int, limit: int = 512) -> list:
     test, holding `want` bytes if the corpus has them: up to 64 files of
     256 KiB or more spread over the tree, then the largest of the others
     until they hold `want`, never more than `limit` files (fio opens them
-    all). Returns [(path, size)]."""
+    all), so that the reads spread over as much of the image as they
+    read. Returns [(path, size)]."""
     files = []
     for root, dirs, names in os.walk(tree):
         dirs.sort()
@@ -298,33 +297,23 @@ def pick_fio_files(tree: str, want: int, limit: int = 512) -> list:
     return chosen
 
 
-#: fio's block sizes, in bytes.
-FIO_BLOCK = {"4k": 4096, "64k": 65536}
-
-
-def fio_io_size(files: list, wanted: int, bs: int) -> int:
-    """Bytes each fio job reads: `wanted`, or less where `files` hold less,
-    so that no job reads a block twice (a second read would come from the
-    page cache, not from the driver)."""
-    total = sum(size // bs * bs for _, size in files)
-    return min(wanted, total)
-
-
-def run_fio(mnt: str, files: list, bs: str, io_size: int, settings: dict, log) -> dict | None:
+def run_fio(mnt: str, files: list, bs: str, settings: dict, log) -> dict | None:
     """Random reads of block size `bs` over `files` ([(path, size)]) under
-    `mnt`, one job per thread, each reading `io_size` bytes with every
-    block read at most once per job (so the page cache does not answer
-    for the driver); IOPS and MiB/s. fio takes the files through short
-    symbolic links, as it takes at most 4096 characters of file names."""
+    `mnt`, one job per thread, each reading settings['fio_io_size'][bs]
+    bytes with O_DIRECT, so that every read reaches the driver and none
+    is answered by the page cache, however small the files; IOPS and
+    MiB/s. fio takes the files through short symbolic links, as it takes
+    at most 4096 characters of file names."""
     with tempfile.TemporaryDirectory(prefix="hoard-bench-fio-") as links:
         for i, (path, _) in enumerate(files):
             os.symlink(os.path.join(mnt, path), os.path.join(links, str(i)))
         argv = ["fio", "--name=randread", f"--directory={links}",
                 "--filename=" + ":".join(str(i) for i in range(len(files))),
-                "--rw=randread", f"--bs={bs}", "--ioengine=psync", "--readonly",
-                "--invalidate=1", "--randrepeat=1", "--file_service_type=random",
-                f"--io_size={io_size}", f"--numjobs={settings['threads']}",
-                "--group_reporting", "--output-format=json"]
+                "--rw=randread", f"--bs={bs}", "--ioengine=psync", "--direct=1",
+                "--readonly", "--randrepeat=1", "--file_service_type=random",
+                f"--io_size={settings['fio_io_size'][bs]}",
+                f"--numjobs={settings['threads']}", "--group_reporting",
+                "--output-format=json"]
         r = measure.run([argv], capture=True, log=log, timeout=settings["timeout"])
     if not r.ok:
         return None

@@ -372,9 +372,9 @@ def readme(results: dict, made: dict) -> list:
                   f"Tools get {s['threads']} threads. Builds start with the corpus in the page "
                   f"cache. Cold reads and extractions: {_cold_text(s['cold'])}. fio: random "
                   f"`psync` reads, one job per thread, each reading {_bytes(s['fio_io_size']['4k'])} "
-                  f"(4k) or {_bytes(s['fio_io_size']['64k'])} (64k) with no block twice (less "
-                  "where the files chosen hold less: see the notes), from the corpus's larger "
-                  "files.", ""]
+                  f"(4k) or {_bytes(s['fio_io_size']['64k'])} (64k) from the corpus's larger files"
+                  + (" with O_DIRECT, so that every read reaches the driver" if s.get("fio_direct")
+                     else " with no block twice") + ".", ""]
     vers = results.get("versions") or {}
     if vers:
         lines += ["Versions: " + "; ".join(f"{k}: {v}" for k, v in vers.items() if v) + ".", ""]

@@ -137,6 +137,7 @@ class Suite:
             # lasted 40-100 ms and moved by a third between runs; 64 MiB
             # last about a quarter second.
             "fio_io_size": {"4k": (64 if q else 128) << 20, "64k": (256 if q else 1024) << 20},
+            "fio_direct": True,
             "builds_start": "corpus in the page cache (read once before the builds)",
             "dwarfs_bin": args.dwarfs_bin,
         }
@@ -208,15 +209,7 @@ class Suite:
             return res
         mnt = os.path.join(self.scratch, "mnt")
         os.makedirs(mnt, exist_ok=True)
-        wanted = self.settings["fio_io_size"]
-        fio_files = mounts.pick_fio_files(corpus.tree, max(wanted.values()))
-        fio_sizes = {bs: mounts.fio_io_size(fio_files, n, mounts.FIO_BLOCK[bs])
-                     for bs, n in wanted.items()}
-        capped = [f"{bs}: {n / report.MiB:.1f} MiB" for bs, n in fio_sizes.items() if n < wanted[bs]]
-        if capped and fio_files:
-            for r in res.values():
-                r["notes"].append(f"fio jobs read less, as the {len(fio_files)} files chosen "
-                                  f"hold less ({', '.join(capped)} each)")
+        fio_files = mounts.pick_fio_files(corpus.tree, max(self.settings["fio_io_size"].values()))
         for run in range(self.args.runs):
             for d, image in measure.round_robin(active, run):
                 r = res[d.id]
@@ -226,7 +219,7 @@ class Suite:
                 with self._logfile(corpus.name, "mount", d.id, str(run)) as lf:
                     try:
                         m = mounts.measure_round(d, program, images[image], mnt, corpus,
-                                                 fio_files, fio_sizes, self.settings, lf)
+                                                 fio_files, self.settings, lf)
                     except mounts.MountError as e:
                         r["error"] = f"{e}; see {lf.name}: {_tail(lf.name)}"
                         log(f"  {d.id}: FAILED ({e})")
