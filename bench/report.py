@@ -374,7 +374,7 @@ def readme(results: dict, made: dict) -> list:
                   f"`psync` reads, one job per thread, each reading {_bytes(s['fio_io_size']['4k'])} "
                   f"(4k) or {_bytes(s['fio_io_size']['64k'])} (64k) from the corpus's larger files"
                   + (" with O_DIRECT, so that every read reaches the driver" if s.get("fio_direct")
-                     else " with no block twice") + ".", ""]
+                     else " through the page cache") + ".", ""]
     vers = results.get("versions") or {}
     if vers:
         lines += ["Versions: " + "; ".join(f"{k}: {v}" for k, v in vers.items() if v) + ".", ""]

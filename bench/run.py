@@ -133,7 +133,7 @@ class Suite:
         self.settings = {
             "runs": args.runs, "threads": args.threads, "timeout": args.timeout,
             "cold": cold, "fio": bool(self.programs.find("fio")),
-            # Bytes each fio job reads at most. Quick 4k runs of 16 MiB
+            # Bytes each fio job reads. Quick 4k runs of 16 MiB
             # lasted 40-100 ms and moved by a third between runs; 64 MiB
             # last about a quarter second.
             "fio_io_size": {"4k": (64 if q else 128) << 20, "64k": (256 if q else 1024) << 20},
