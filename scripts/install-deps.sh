@@ -19,6 +19,21 @@ command -v setcap >/dev/null || need+=(libcap2-bin)
 command -v cpio >/dev/null || need+=(cpio)
 command -v unzip >/dev/null || need+=(unzip)
 command -v bsdtar >/dev/null || need+=(libarchive-tools)
+# Archive input goes through the distribution's libarchive (libarchive13;
+# its headers and pkg-config file to build), and the archive tests make
+# archives with each format's own tool.
+[ -e /usr/include/archive.h ] || need+=(libarchive-dev)
+command -v 7z >/dev/null || need+=(p7zip-full)
+command -v genisoimage >/dev/null || need+=(genisoimage)
+command -v xorriso >/dev/null || need+=(xorriso)
+command -v lzop >/dev/null || need+=(lzop)
+command -v lzip >/dev/null || need+=(lzip)
+command -v compress >/dev/null || need+=(ncompress)
+command -v lz4 >/dev/null || need+=(lz4)
+command -v bzip2 >/dev/null || need+=(bzip2)
+command -v gcab >/dev/null || need+=(gcab)
+command -v lha >/dev/null || need+=(jlha-utils)
+command -v zip >/dev/null || need+=(zip)
 command -v zstd >/dev/null || need+=(zstd)
 command -v xz >/dev/null || need+=(xz-utils)
 # From PyPI when missing (Debian's python3 needs pip and, being externally

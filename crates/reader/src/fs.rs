@@ -652,8 +652,8 @@ impl Filesystem {
         let resolution = i64::from(options.time_resolution_sec.unwrap_or(1).max(1));
         let nsec_multiplier = u64::from(options.subsecond_resolution_nsec_multiplier.unwrap_or(0));
         let time = |offset: u64, subsec: u64| Time {
-            sec: i64::try_from(self.tables.timestamp_base.saturating_add(offset))
-                .unwrap_or(i64::MAX)
+            // Wrapping: a base before 1970 is stored in two's complement.
+            sec: (self.tables.timestamp_base.wrapping_add(offset) as i64)
                 .saturating_mul(resolution),
             nsec: u32::try_from(subsec.saturating_mul(nsec_multiplier))
                 .unwrap_or(0)

@@ -50,6 +50,9 @@ pub struct ScanOptions {
     /// Where an archive input's file contents are spooled (`$TMPDIR` when
     /// `None`; `create` uses the image's directory).
     pub spool_dir: Option<PathBuf>,
+    /// For an archive input: keep the members that can be read and warn
+    /// about the others, rather than fail (`--continue-on-error`).
+    pub continue_on_error: bool,
 }
 
 /// Parses a `--xattr-filter` pattern (a regular expression the names of

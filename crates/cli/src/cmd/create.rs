@@ -100,6 +100,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.scan.with_specials = args.with_specials;
     o.scan.remove_empty_dirs = args.remove_empty_dirs;
     o.scan.no_xattrs = args.no_xattrs;
+    o.scan.continue_on_error = args.continue_on_error;
     o.scan.xattr_filter = args
         .xattr_filter
         .as_deref()

@@ -94,6 +94,10 @@ pub struct CreateArgs {
     /// Include fifos and sockets.
     #[arg(long)]
     pub with_specials: bool,
+    /// For an archive input: pack the members that can be read, list the
+    /// others as warnings and exit 2, rather than fail at the first.
+    #[arg(long)]
+    pub continue_on_error: bool,
     /// Leave out extended attributes (stored by default: every name the
     /// system lets hoard read, ACLs and capabilities included).
     #[arg(long)]

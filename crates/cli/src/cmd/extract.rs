@@ -51,7 +51,7 @@ fn write_archive(
     let notes = if args.output.as_os_str() == "-" {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-        let notes = crate::archive::write(fs, nodes, format, with_xattrs, &mut out)?;
+        let notes = crate::archive::write(fs, nodes, format, None, with_xattrs, &mut out)?;
         out.flush().context("standard output")?;
         notes
     } else {
@@ -66,7 +66,7 @@ fn write_archive(
             .tempfile_in(dir)
             .with_context(context)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
-        let notes = crate::archive::write(fs, nodes, format, with_xattrs, &mut out)
+        let notes = crate::archive::write(fs, nodes, format, None, with_xattrs, &mut out)
             .with_context(context)?;
         out.flush().with_context(context)?;
         drop(out);

@@ -19,6 +19,9 @@ pub(crate) mod time;
 use crate::args::{Command, ImageArgs, LayerArgs};
 use anyhow::{Context, Result};
 use hoard_reader::{Filesystem, FsOptions, OpenOptions, Stack};
+use hoard_writer::archive::cache::{is_packable_archive, ArchiveCache, Cached};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Runs `commands` in order, stopping at the first that fails; returns the
@@ -66,10 +69,44 @@ fn fs_options(args: &ImageArgs) -> FsOptions {
     }
 }
 
-/// Opens the image named by `args`.
+/// Opens the image named by `args` (an archive through the archive
+/// cache).
 pub fn open(args: &ImageArgs) -> Result<Filesystem> {
-    Filesystem::open(&args.image, &fs_options(args))
+    let image = image_path(&args.image, &ArchiveCache::default())?;
+    Filesystem::open(&image, &fs_options(args))
         .with_context(|| format!("cannot open image '{}'", args.image.display()))
+}
+
+/// The image to open for `path`: for an archive, its image in `cache`,
+/// packed first (with a progress display) when it is not there yet;
+/// anything else as it is.
+pub fn image_path(path: &Path, cache: &ArchiveCache) -> Result<PathBuf> {
+    if !is_packable_archive(path) {
+        return Ok(path.to_path_buf());
+    }
+    let context = || format!("cannot pack archive '{}'", path.display());
+    let pack = match cache.lookup(path).with_context(context)? {
+        Cached::Ready(image) => return Ok(image),
+        Cached::ToPack(pack) => pack,
+    };
+    eprintln!(
+        "hoard: packing '{}' into '{}' (level {}; once per archive)",
+        path.display(),
+        pack.image().display(),
+        cache.level
+    );
+    let progress = hoard_writer::Progress::default();
+    let show = std::io::stderr().is_terminal();
+    // A pool of its own: a mount packs in the process forked off, where
+    // the global pool's threads do not exist.
+    let (image, summary) = with_workers(None, || {
+        progress::with_display(&progress, show, || pack.run(&progress))
+    })?
+    .with_context(context)?;
+    for w in &summary.warnings {
+        eprintln!("hoard: {w}");
+    }
+    Ok(image)
 }
 
 /// Opens the image named by `args` with the `layers` on it, as one
@@ -77,21 +114,28 @@ pub fn open(args: &ImageArgs) -> Result<Filesystem> {
 pub fn open_view(args: &ImageArgs, layers: &LayerArgs) -> Result<Stack> {
     let mut images = vec![args.image.clone()];
     images.extend(layers.layers.iter().cloned());
-    open_stack(&images, &fs_options(args), layers.force_stack)
+    open_stack(
+        &images,
+        &fs_options(args),
+        layers.force_stack,
+        &ArchiveCache::default(),
+    )
 }
 
 /// Opens `images` as a stack, bottom layer first (one image is a stack
-/// of one), naming the image that cannot be opened. A layer that is not
+/// of one; archives through the `archives` cache), naming the image that cannot be opened. A layer that is not
 /// on the images below it is refused unless `force`.
 pub fn open_stack(
-    images: &[std::path::PathBuf],
+    images: &[PathBuf],
     options: &FsOptions,
     force: bool,
+    archives: &ArchiveCache,
 ) -> Result<Stack> {
     let cache = Filesystem::check_options(options)?;
     let mut layers = Vec::with_capacity(images.len());
     for image in images {
-        let fs = Filesystem::open_sharing(image, &options.open, &cache)
+        let path = image_path(image, archives)?;
+        let fs = Filesystem::open_sharing(&path, &options.open, &cache)
             .with_context(|| format!("cannot open image '{}'", image.display()))?;
         layers.push(std::sync::Arc::new(fs));
     }

@@ -10,6 +10,7 @@ use crate::args::{MountArgs, UmountArgs};
 use anyhow::{bail, Context, Result};
 use hoard_fuse::options::MountOptions;
 use hoard_reader::{Set, View};
+use hoard_writer::archive::cache::ArchiveCache;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -17,10 +18,10 @@ use std::sync::{Arc, Mutex};
 
 /// Mounts an image (or several); returns the exit code.
 pub fn run(args: &MountArgs) -> Result<u8> {
-    let options =
-        MountOptions::parse(&remote_options(&args.options)?).map_err(anyhow::Error::msg)?;
+    let (rest, archives) = archive_options(&remote_options(&args.options)?)?;
+    let options = MountOptions::parse(&rest).map_err(anyhow::Error::msg)?;
     if args.foreground {
-        return serve(args, &options, |_| {});
+        return serve(args, &options, &archives, |_| {});
     }
     let (read_end, write_end) = pipe()?;
     // SAFETY: no threads exist yet in this process, so the child may run
@@ -32,7 +33,7 @@ pub fn run(args: &MountArgs) -> Result<u8> {
             let status = std::cell::RefCell::new(Some(std::fs::File::from(write_end)));
             // SAFETY: setsid has no preconditions.
             unsafe { libc::setsid() };
-            let result = serve(args, &options, |_| {
+            let result = serve(args, &options, &archives, |_| {
                 if let Some(mut w) = status.borrow_mut().take() {
                     let _ = w.write_all(b"ok");
                 }
@@ -77,8 +78,33 @@ fn remote_options(options: &[String]) -> Result<String> {
     Ok(rest.join(","))
 }
 
+/// Takes the archive options out of `-o` options: `archive_cache=DIR`
+/// (where archives mounted directly are packed) and `archive_level=N`
+/// (how); returns the others and the cache.
+fn archive_options(options: &str) -> Result<(String, ArchiveCache)> {
+    let mut cache = ArchiveCache::default();
+    let mut rest = Vec::new();
+    for item in options.split(',').filter(|o| !o.is_empty()) {
+        match item.split_once('=') {
+            Some(("archive_cache", dir)) => cache.dir = PathBuf::from(dir),
+            Some(("archive_level", n)) => {
+                cache.level = n.parse().ok().filter(|&l| l <= 9).with_context(|| {
+                    format!("mount option 'archive_level': '{n}' is not 0 to 9")
+                })?;
+            }
+            _ => rest.push(item),
+        }
+    }
+    Ok((rest.join(","), cache))
+}
+
 /// Mounts and serves until unmounted or signalled.
-fn serve(args: &MountArgs, options: &MountOptions, ready: impl FnOnce(())) -> Result<u8> {
+fn serve(
+    args: &MountArgs,
+    options: &MountOptions,
+    archives: &ArchiveCache,
+    ready: impl FnOnce(()),
+) -> Result<u8> {
     let mounted: Arc<Mutex<Option<hoard_fuse::Mounted>>> = Arc::new(Mutex::new(None));
     let mut signals =
         signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
@@ -91,7 +117,7 @@ fn serve(args: &MountArgs, options: &MountOptions, ready: impl FnOnce(())) -> Re
         }
     });
     hoard_fuse::driver::check_mountpoint(args.mountpoint()).map_err(anyhow::Error::msg)?;
-    let view = open_view(args, options)?;
+    let view = open_view(args, options, archives)?;
     let fsname = args
         .images()
         .iter()
@@ -108,7 +134,11 @@ fn serve(args: &MountArgs, options: &MountOptions, ready: impl FnOnce(())) -> Re
 
 /// The view `args` ask for: the images stacked, or with `--each` a set
 /// of them (of every image in a directory given).
-fn open_view(args: &MountArgs, options: &MountOptions) -> Result<Arc<dyn View>> {
+fn open_view(
+    args: &MountArgs,
+    options: &MountOptions,
+    archives: &ArchiveCache,
+) -> Result<Arc<dyn View>> {
     let fs_options = options.fs_options();
     let images = args.images();
     if !args.each {
@@ -119,6 +149,7 @@ fn open_view(args: &MountArgs, options: &MountOptions) -> Result<Arc<dyn View>> 
             images,
             &fs_options,
             args.force,
+            archives,
         )?));
     }
     let set = match images {

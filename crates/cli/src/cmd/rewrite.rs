@@ -133,7 +133,12 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
         other => bail!("--recompress '{other}': expected all, block, metadata or none"),
     };
     // Checked (and named) here: the writer reads the stack as it is.
-    super::open_stack(&args.inputs, &Default::default(), args.force_stack)?;
+    super::open_stack(
+        &args.inputs,
+        &Default::default(),
+        args.force_stack,
+        &Default::default(),
+    )?;
     let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
     o.flatten = args.inputs.clone();
     // The layers' contents are read from their images, where the

@@ -74,7 +74,7 @@ fn image_manifest(
     };
     let mut images = vec![path.to_path_buf()];
     images.extend(layers.iter().cloned());
-    let view = crate::cmd::open_stack(&images, &options, force)?;
+    let view = crate::cmd::open_stack(&images, &options, force, &Default::default())?;
     image::manifest(&view).with_context(|| format!("image '{}'", path.display()))
 }
 

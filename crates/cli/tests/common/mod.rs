@@ -38,6 +38,27 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Whether `program` is on `PATH` (asking the tool itself does not work
+/// for all: `unzip --version` fails).
+pub fn has_tool(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// Runs the shell `script` in `dir`, asserting that it succeeds.
+pub fn sh(dir: &Path, script: &str) {
+    let o = Command::new("sh")
+        .args(["-ec", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// The manifest of a tree (or image), made by `hoard manifest`.
 pub fn manifest_of(root: &Path) -> String {
     let out = run(&["manifest", root.to_str().unwrap()]);

@@ -1,34 +1,33 @@
-//! Stage 1 for an archive input: a tar or cpio (newc) stream, from a file
-//! or standard input, plain or compressed with gzip, zstd or xz (told by
-//! their magic numbers), becomes the same [`Tree`] a directory scan gives.
-//! Owners, modes, times, devices, links and extended attributes come from
-//! the archive.
+//! Stage 1 for an archive input: any archive libarchive reads (tar, cpio,
+//! zip, 7z, ISO 9660, RPM, ar, ... behind any of its filters; see
+//! `hoard-archive`), from a file or standard input, becomes the same
+//! [`Tree`](crate::tree::Tree) a directory scan gives. Owners, modes,
+//! times, devices, links and extended attributes come from the archive.
 //!
-//! The stream is read once, in order. The later stages read each file's
+//! The archive is read once, in order. The later stages read each file's
 //! contents more than once and in an order of their own, so file contents
 //! (and only they) are spooled: each to a file of its own in a temporary
 //! directory beside the image being written (on a disk, where a `$TMPDIR`
 //! may be memory), which lives as long as the build; holes of sparse
-//! entries stay holes there. Memory holds the tree, as for a directory.
+//! members stay holes there. Memory holds the tree, as for a directory.
 //!
 //! Names are made relative and confined to the image: a leading `/` and
 //! `.` components are dropped and `..` goes up no further than the root.
-//! A stream that ends early, or is corrupt, is an error.
-mod acl;
+//! An archive that ends early or is corrupt is an error naming the member;
+//! with `continue_on_error` the members that could be read are kept and
+//! the others listed as warnings.
 mod builder;
-mod cpio;
-mod pax;
+pub mod cache;
 mod spool;
-mod tar;
 
 use crate::filter::Filter;
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
-use crate::tree::Time;
+use crate::tree::{Attrs, Time};
 use crate::{Error, Result};
 pub(crate) use builder::{Builder, Member, MemberKind};
+use hoard_archive::{ArchiveReader, Kind};
 pub(crate) use spool::Spool;
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Whether `input` names an archive rather than a directory: `-` (standard
 /// input) or anything but a directory.
@@ -43,48 +42,96 @@ pub fn scan_archive(
     filter: Option<&Filter>,
     progress: &ScanProgress,
 ) -> Result<Scanned> {
-    let name = if input.as_os_str() == "-" {
-        PathBuf::from("standard input")
+    let mut reader = if input.as_os_str() == "-" {
+        ArchiveReader::open_stream(Box::new(std::io::stdin()), "standard input")
     } else {
-        input.to_path_buf()
-    };
-    let raw: Box<dyn Read> = if input.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(std::fs::File::open(input).map_err(|e| Error::io(input, e))?)
-    };
+        ArchiveReader::open_file(input)
+    }
+    .map_err(|e| Error::Input(e.to_string()))?;
     let spool = Spool::new(options.spool_dir.as_deref())?;
     let mut builder = Builder::new(options, filter, progress, spool);
-    let stream =
-        decompressed(BufReader::with_capacity(1 << 20, raw)).map_err(|e| Error::io(&name, e))?;
-    let mut stream = BufReader::with_capacity(1 << 20, stream);
-    let head = stream.fill_buf().map_err(|e| Error::io(&name, e))?;
-    let read = if head.starts_with(b"070701") {
-        cpio::read(&mut stream, &mut builder)
-    } else {
-        tar::read(&mut stream, &mut builder)
-    };
-    read.map_err(|e| match e {
-        Error::Io { source, .. } => Error::io(&name, source),
-        Error::Input(m) => Error::Input(format!("{}: {m}", name.display())),
-        other => other,
-    })?;
+    loop {
+        match read_member(&mut reader, &mut builder) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) if options.continue_on_error => {
+                builder.warn(format!("left out: {e}"));
+                if matches!(e, hoard_archive::Error::Fatal(_)) {
+                    break;
+                }
+            }
+            Err(e) => return Err(Error::Input(e.to_string())),
+        }
+    }
     Ok(builder.finish())
 }
 
-/// The stream behind its compression, told by the first bytes.
-fn decompressed(mut input: BufReader<Box<dyn Read>>) -> std::io::Result<Box<dyn Read>> {
-    let head = input.fill_buf()?;
-    Ok(if head.starts_with(&[0x1f, 0x8b]) {
-        Box::new(flate2::bufread::MultiGzDecoder::new(input))
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Box::new(zstd::stream::read::Decoder::with_buffer(input)?)
-    } else if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
-        Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(input))
+/// Reads the next member of `reader` into `b`; `false` at the end.
+fn read_member(reader: &mut ArchiveReader, b: &mut Builder<'_>) -> hoard_archive::Result<bool> {
+    let Some(m) = reader.next_member()? else {
+        return Ok(false);
+    };
+    let name = String::from_utf8_lossy(&m.path).into_owned();
+    for note in &m.notes {
+        b.warn(format!("'{name}': {note}"));
+    }
+    let fail = |what: String| hoard_archive::Error::Member(format!("'{name}': {what}"));
+    let id =
+        |v: i64| u32::try_from(v).map_err(|_| fail(format!("owner or group id {v} out of range")));
+    let type_bits = match m.kind {
+        Kind::File => libc::S_IFREG,
+        Kind::Dir => libc::S_IFDIR,
+        Kind::Symlink(_) => libc::S_IFLNK,
+        Kind::CharDevice(_) => libc::S_IFCHR,
+        Kind::BlockDevice(_) => libc::S_IFBLK,
+        Kind::Fifo => libc::S_IFIFO,
+        Kind::Socket => libc::S_IFSOCK,
+    };
+    // Linux shows every symlink as 0777, whatever the archive says.
+    let perm = if type_bits == libc::S_IFLNK {
+        0o777
     } else {
-        Box::new(input)
+        m.perm
+    };
+    let attrs = Attrs {
+        mode: type_bits | perm,
+        uid: id(m.uid)?,
+        gid: id(m.gid)?,
+        mtime: time(m.mtime),
+        atime: time(m.atime),
+        ctime: time(m.ctime),
+    };
+    let kind = match (m.kind, m.hardlink) {
+        (Kind::File, Some(first)) => {
+            if m.size > 0 {
+                let source = b.spool.store_blocks(reader, m.size)?;
+                b.replace_contents(&first, source, m.size)
+                    .map_err(|e| fail(e.to_string()))?;
+            }
+            MemberKind::HardLink(first)
+        }
+        (Kind::File, None) => MemberKind::File {
+            source: b.spool.store_blocks(reader, m.size)?,
+            size: m.size,
+        },
+        (Kind::Dir, _) => MemberKind::Dir,
+        (Kind::Symlink(target), _) => MemberKind::Symlink(target),
+        (Kind::CharDevice(rdev) | Kind::BlockDevice(rdev), _) => MemberKind::Device(rdev),
+        (Kind::Fifo | Kind::Socket, _) => MemberKind::Special,
+    };
+    b.add(Member {
+        path: m.path,
+        kind,
+        attrs,
+        xattrs: m.xattrs,
     })
+    .map_err(|e| match e {
+        Error::Input(what) => hoard_archive::Error::Member(what),
+        other => hoard_archive::Error::Fatal(other.to_string()),
+    })?;
+    Ok(true)
 }
+
 /// The path of `name` inside the image: relative, `/`-separated, without
 /// `.` components, `..` resolved but never above the root.
 pub(crate) fn confined(name: &[u8]) -> Vec<u8> {
@@ -100,9 +147,12 @@ pub(crate) fn confined(name: &[u8]) -> Vec<u8> {
     }
     parts.join(&b'/')
 }
-/// A time from seconds and nanoseconds.
-pub(crate) fn time(sec: i64, nsec: u32) -> Time {
-    Time { sec, nsec }
+/// An archive member's time as the tree's.
+fn time(t: hoard_archive::Time) -> Time {
+    Time {
+        sec: t.sec,
+        nsec: t.nsec,
+    }
 }
 #[cfg(test)]
 mod tests {

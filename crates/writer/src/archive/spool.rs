@@ -1,7 +1,9 @@
 //! Where an archive's file contents wait for the later stages.
 
 use crate::{Error, Result};
+use hoard_archive::ArchiveReader;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Where file contents wait for the later stages: one file each in a
@@ -71,33 +73,29 @@ impl Spool {
 }
 
 impl Spool {
-    /// Stores a sparse file given as its data `ranges` (offset, length),
-    /// read from `data` back to back, and its size.
-    pub(crate) fn store_ranges(
+    /// Copies the current member's data blocks from `reader` to a new
+    /// spool file of `size` bytes (gaps between blocks stay holes);
+    /// returns its path. Data past `size` is an error.
+    pub(crate) fn store_blocks(
         &mut self,
-        data: &mut dyn Read,
-        ranges: &[(u64, u64)],
+        reader: &mut ArchiveReader,
         size: u64,
-    ) -> Result<PathBuf> {
+    ) -> hoard_archive::Result<PathBuf> {
         let path = self.dir.path().join(self.next.to_string());
         self.next += 1;
-        let io = |e| Error::io(&path, e);
-        let mut out = std::fs::File::create(&path).map_err(io)?;
-        let mut end = 0u64;
-        for &(offset, len) in ranges {
-            if offset < end || offset.checked_add(len).is_none_or(|e| e > size) {
-                return Err(Error::Input(
-                    "sparse map out of order or out of range".into(),
-                ));
-            }
-            out.seek(SeekFrom::Start(offset)).map_err(io)?;
-            let copied = std::io::copy(&mut (&mut *data).take(len), &mut out).map_err(io)?;
-            if copied != len {
-                return Err(Error::Input(format!(
-                    "the archive ends inside a file ({copied} of {len} bytes of a range read)"
+        let io =
+            |e: std::io::Error| hoard_archive::Error::Fatal(format!("{}: {e}", path.display()));
+        let out = std::fs::File::create(&path).map_err(io)?;
+        while let Some((offset, block)) = reader.read_block()? {
+            if offset
+                .checked_add(block.len() as u64)
+                .is_none_or(|end| end > size)
+            {
+                return Err(hoard_archive::Error::Member(format!(
+                    "data past the member's size of {size} bytes"
                 )));
             }
-            end = offset + len;
+            out.write_all_at(block, offset).map_err(io)?;
         }
         out.set_len(size).map_err(io)?;
         Ok(path)

@@ -92,7 +92,7 @@ impl AttrTables {
             gids,
             modes,
             inodes,
-            timestamp_base: times.base,
+            timestamp_base: times.base as u64,
             fs_options: FsOptions {
                 mtime_only: !options.keep_all_times,
                 time_resolution_sec: times.resolution_sec,
@@ -146,10 +146,12 @@ pub(crate) fn adjust(a: &Attrs, options: &AttrOptions) -> Attrs {
 }
 
 /// How times are stored, as DwarFS reads them: `(base + offset) *
-/// resolution` seconds, plus optional sub-second units.
+/// resolution` seconds, plus optional sub-second units. A time before
+/// 1970 makes the base negative, stored in two's complement: the sum
+/// wraps to the signed time DwarFS and hoard read.
 struct Times {
     /// The earliest time, in units of the resolution.
-    base: u64,
+    base: i64,
     /// Seconds per unit, when not 1.
     resolution_sec: Option<u32>,
     /// Nanoseconds per sub-second unit, when sub-seconds are stored.
@@ -173,17 +175,19 @@ impl Times {
             }
             v
         });
-        let min = times.map(|t| t.sec.max(0) as u64).min().unwrap_or(0);
+        let min = times.map(|t| t.sec).min().unwrap_or(0);
         Times {
-            base: min / step,
+            base: min.div_euclid(step as i64),
             resolution_sec,
             subsec_ns,
         }
     }
 
     fn encode(&self, t: Time) -> (u64, u64) {
-        let units = t.sec.max(0) as u64 / u64::from(self.resolution_sec.unwrap_or(1));
-        let offset = units.saturating_sub(self.base);
+        let units = t
+            .sec
+            .div_euclid(i64::from(self.resolution_sec.unwrap_or(1)));
+        let offset = units.saturating_sub(self.base).max(0) as u64;
         let subsec = self
             .subsec_ns
             .map_or(0, |ns| u64::from(t.nsec) / u64::from(ns));

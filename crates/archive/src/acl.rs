@@ -28,7 +28,7 @@ const NO_ID: u32 = u32::MAX;
 /// needed: an empty ACL, or an access ACL of the three entries the mode
 /// bits already hold. An entry that cannot be read, or a name unknown here,
 /// is an error naming it.
-pub(crate) fn to_xattr(text: &[u8], default: bool) -> Result<Option<Vec<u8>>, String> {
+pub fn to_xattr(text: &[u8], default: bool) -> Result<Option<Vec<u8>>, String> {
     let text = std::str::from_utf8(text).map_err(|_| "ACL text is not UTF-8".to_string())?;
     let mut entries = Vec::new();
     for raw in text.split(['\n', ',']) {
@@ -55,6 +55,14 @@ pub(crate) fn to_xattr(text: &[u8], default: bool) -> Result<Option<Vec<u8>>, St
         value.extend_from_slice(&id.to_le_bytes());
     }
     Ok(Some(value))
+}
+
+/// The permission bits of the mask entry of the attribute `value` made by
+/// [`to_xattr`], if it has one.
+pub fn mask_of(value: &[u8]) -> Option<u16> {
+    value.get(4..)?.chunks_exact(8).find_map(|e| {
+        (u16::from_le_bytes([e[0], e[1]]) == MASK).then(|| u16::from_le_bytes([e[2], e[3]]))
+    })
 }
 
 /// One entry: its tag, id and permission bits.

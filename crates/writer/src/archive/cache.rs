@@ -1,0 +1,143 @@
+//! Archives opened as images: `hoard mount x.tar.gz MNT` (and `ls`, `cat`,
+//! `extract`) pack an archive once into an image kept in a cache
+//! directory, then open that image. Later opens of the same archive find
+//! it at once.
+//!
+//! An image is named by a key of the archive's size, modification time,
+//! a hash of its first and last MiB and the level it was packed at, so an
+//! archive changed in place is packed anew. Images are written under a
+//! temporary name and renamed when complete: a cache never holds half an
+//! image, and two packers of one archive race harmlessly.
+
+use crate::level::Level;
+use crate::{create, CreateOptions, Error, Progress, Result};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use xxhash_rust::xxh3::Xxh3;
+
+/// Level archives are packed at unless told otherwise: the fastest build.
+pub const DEFAULT_LEVEL: u8 = 1;
+
+/// Where packed archives are kept and how they are packed.
+#[derive(Debug, Clone)]
+pub struct ArchiveCache {
+    /// The cache directory.
+    pub dir: PathBuf,
+    /// The level archives are packed at.
+    pub level: u8,
+}
+
+impl Default for ArchiveCache {
+    /// `$XDG_CACHE_HOME/hoard` (else `~/.cache/hoard`) at level 1.
+    fn default() -> Self {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        ArchiveCache {
+            dir: base.join("hoard"),
+            level: DEFAULT_LEVEL,
+        }
+    }
+}
+
+/// Whether `path` is a local file that is an archive rather than an image:
+/// it does not start with DwarFS's magic, and libarchive reads a first
+/// member (or a valid empty archive) from it.
+pub fn is_packable_archive(path: &Path) -> bool {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut magic = [0u8; 6];
+    if file.read_exact(&mut magic).is_ok() && &magic == b"DWARFS" {
+        return false;
+    }
+    hoard_archive::ArchiveReader::open_file(path).is_ok_and(|mut r| r.next_member().is_ok())
+}
+
+/// An archive's image in the cache, or what it takes to make it.
+pub enum Cached {
+    /// The image, packed before.
+    Ready(PathBuf),
+    /// The image is not there yet.
+    ToPack(Box<Pack>),
+}
+
+/// The build that packs an archive into the cache.
+pub struct Pack {
+    options: CreateOptions,
+}
+
+impl Pack {
+    /// Where the image will be.
+    pub fn image(&self) -> &Path {
+        &self.options.output
+    }
+
+    /// Packs the archive, reporting to `progress`; returns the image's
+    /// path and the build's summary (warnings included).
+    pub fn run(self, progress: &Progress) -> Result<(PathBuf, crate::Summary)> {
+        let dir = self.options.scan.spool_dir.clone().unwrap_or_default();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let summary = create(&self.options, progress, Arc::new(AtomicBool::new(false)))?;
+        Ok((self.options.output, summary))
+    }
+}
+
+impl ArchiveCache {
+    /// The image of the archive at `archive` in the cache, or the build
+    /// that makes it.
+    pub fn lookup(&self, archive: &Path) -> Result<Cached> {
+        let image = self.dir.join(format!("{}.dwarfs", self.key(archive)?));
+        if image.is_file() {
+            return Ok(Cached::Ready(image));
+        }
+        let level = Level::get(self.level)
+            .ok_or_else(|| Error::Input(format!("archive level {} is not 0 to 9", self.level)))?;
+        let mut options = CreateOptions::at_level(archive.to_path_buf(), image, level);
+        options.scan.with_devices = true;
+        options.scan.with_specials = true;
+        options.scan.spool_dir = Some(self.dir.clone());
+        Ok(Cached::ToPack(Box::new(Pack { options })))
+    }
+
+    /// The cache key of the archive at `path`.
+    fn key(&self, path: &Path) -> Result<String> {
+        let io = |e| Error::io(path, e);
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        let mut hash = Xxh3::new();
+        for n in [meta.size(), meta.mtime() as u64, meta.mtime_nsec() as u64] {
+            hash.update(&n.to_le_bytes());
+        }
+        hash.update(&[self.level]);
+        let mut buf = vec![0u8; 1 << 20];
+        for start in [0, meta.size().saturating_sub(1 << 20)] {
+            file.seek(SeekFrom::Start(start)).map_err(io)?;
+            let n = read_full(&mut file, &mut buf).map_err(io)?;
+            hash.update(&buf[..n]);
+        }
+        Ok(format!("{:032x}", hash.digest128()))
+    }
+}
+
+/// Reads until `buf` is full or the file ends; returns the bytes read.
+fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
