@@ -16,6 +16,7 @@
 //! them.
 mod acl;
 mod ffi;
+pub mod fuzzing;
 mod read;
 mod write;
 
