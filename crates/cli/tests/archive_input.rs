@@ -461,6 +461,98 @@ fn cpio_zip_7z_iso_ar_and_more_pack_like_bsdtar_extracts() {
     assert_eq!(differences_from_bsdtar(&framed, "mtime_ns"), "");
 }
 
+/// CRC-32 (IEEE), for the hand-made RAR headers.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xedb8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+/// A RAR 4 block: its CRC-16 (the low half of the CRC-32 of the rest),
+/// type, flags and size, then `rest`.
+fn rar_block(kind: u8, flags: u16, rest: &[u8]) -> Vec<u8> {
+    let mut body = vec![kind];
+    body.extend_from_slice(&flags.to_le_bytes());
+    body.extend_from_slice(&((7 + rest.len()) as u16).to_le_bytes());
+    body.extend_from_slice(rest);
+    [&(crc32(&body) as u16).to_le_bytes()[..], &body].concat()
+}
+
+/// A RAR 4 archive of `files` (name, Unix mode, contents), stored
+/// uncompressed, made by Unix: what no free tool writes.
+fn rar(files: &[(&str, u32, &[u8])]) -> Vec<u8> {
+    let mut out = b"Rar!\x1a\x07\x00".to_vec();
+    out.extend(rar_block(0x73, 0, &[0; 6]));
+    // 2023-11-14 22:00:00 as a DOS time.
+    let dos_time: u32 = (43 << 25) | (11 << 21) | (14 << 16) | (22 << 11);
+    for &(name, mode, data) in files {
+        let dir = mode & 0o170000 == 0o040000;
+        let mut h = Vec::new();
+        h.extend_from_slice(&(data.len() as u32).to_le_bytes()); // packed
+        h.extend_from_slice(&(data.len() as u32).to_le_bytes()); // unpacked
+        h.push(3); // Unix
+        h.extend_from_slice(&crc32(data).to_le_bytes());
+        h.extend_from_slice(&dos_time.to_le_bytes());
+        h.push(20); // version to unpack
+        h.push(0x30); // stored
+        h.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        h.extend_from_slice(&mode.to_le_bytes());
+        h.extend_from_slice(name.as_bytes());
+        let flags = 0x8000 | if dir { 0x00e0 } else { 0 };
+        out.extend(rar_block(0x74, flags, &h));
+        out.extend_from_slice(data);
+    }
+    out.extend(rar_block(0x7b, 0x4000, &[]));
+    out
+}
+
+/// A tar with a Solaris ACL record (type `A`: the POSIX draft ACL of the
+/// member after it, as Solaris tar writes it) on a file.
+fn solaris_acl_tar() -> Vec<u8> {
+    let acl = b"01000005\0user::rw-,user:1234:r--,group::r--,mask:r--,other:r--\0";
+    let mut tar = ustar_header("f", b'A', acl.len() as u64);
+    tar.extend_from_slice(acl);
+    tar.resize(tar.len().div_ceil(512) * 512, 0);
+    tar.extend(ustar_header("f", b'0', 6));
+    tar.extend_from_slice(b"acl'd\n");
+    tar.resize(tar.len().div_ceil(512) * 512 + 1024, 0);
+    tar
+}
+
+#[test]
+fn rar_and_solaris_acl_archives_made_by_hand_pack_like_bsdtar_extracts() {
+    if !has_tool("bsdtar") {
+        return skipped("bsdtar missing (libarchive-tools)");
+    }
+    let work = tempfile::tempdir().unwrap();
+    let archive = work.path().join("x.rar");
+    let files: [(&str, u32, &[u8]); 3] = [
+        ("d", 0o040755, b""),
+        ("d/a.txt", 0o100644, b"stored in a rar\n"),
+        ("run", 0o104755, &noise(3000, 4)),
+    ];
+    std::fs::write(&archive, rar(&files)).unwrap();
+    assert_eq!(differences_from_bsdtar(&archive, "mtime,mtime_ns"), "");
+
+    let probe = work.path().join("probe");
+    std::fs::write(&probe, b"").unwrap();
+    let acls = Command::new("setfacl")
+        .args(["-m", "u:1234:r--"])
+        .arg(&probe)
+        .status();
+    if !acls.is_ok_and(|s| s.success()) {
+        return skipped("setfacl missing or no ACLs in the temporary directory");
+    }
+    let archive = work.path().join("solaris.tar");
+    std::fs::write(&archive, solaris_acl_tar()).unwrap();
+    assert_eq!(differences_from_bsdtar(&archive, "mtime_ns"), "");
+}
+
 /// Runs `hoard create -i ARCHIVE` with `extra` options; returns its
 /// output and whether an image was left.
 fn create_from(archive: &Path, extra: &[&str]) -> (std::process::Output, bool) {
