@@ -644,6 +644,18 @@ fn broken_and_hostile_archives_get_one_line_errors() {
     );
     assert!(!image);
 
+    // Long-name and pax records claiming 64 GiB: refused at once.
+    for kind in [b'x', b'L'] {
+        let mut special = ustar_header("special", kind, 0o77777777770);
+        special.extend_from_slice(&[b'a'; 5000]);
+        let path = work.join(format!("special-{}.tar", kind as char));
+        std::fs::write(&path, &special).unwrap();
+        let (o, image) = create_from(&path, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(!image && err.contains("too large"), "{err}");
+    }
+
     // Names that climb out or start at the root stay inside the image;
     // a hard link pointing out is an error or lands inside.
     let mut hostile = Vec::new();
@@ -767,6 +779,20 @@ fn archives_mount_directly_and_are_packed_once() {
             assert!(d.is_empty(), "{name}: {d}");
         }
     }
+    // ls and cat take archives the same way, through the same cache.
+    let zip = work.join("x.zip");
+    let o = hoard()
+        .env("XDG_CACHE_HOME", work.join("xdg"))
+        .args(["cat", zip.to_str().unwrap(), "dir/small.txt"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.stdout,
+        b"small\n",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(work.join("xdg/hoard").is_dir());
     // One image per archive in the cache.
     let images = std::fs::read_dir(&cache)
         .unwrap()
@@ -782,4 +808,63 @@ fn without_root(manifest: &str) -> String {
         .filter(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["path"] != ".")
         .map(|l| format!("{l}\n"))
         .collect()
+}
+
+#[test]
+fn dwarfs_reads_images_of_archives_with_old_times_and_legacy_names() {
+    if dwarfs_bin().is_none() {
+        return skipped("DwarFS 0.15.3 tools (../shared) missing");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = source(&dir.path().join("src"), true);
+    let work = dir.path();
+    sh(
+        work,
+        &format!("tar --format=gnu -cjf x.tar.bz2 -C {} .", src.display()),
+    );
+    let image = work.join("x.dwarfs");
+    let o = run(&[
+        "create",
+        "-i",
+        work.join("x.tar.bz2").to_str().unwrap(),
+        "-o",
+        image.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let check = tool("dwarfsck")
+        .arg("--check-integrity")
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let out = work.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let x = tool("dwarfsextract")
+        .arg("-i")
+        .arg(&image)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(x.status.success(), "{}", String::from_utf8_lossy(&x.stderr));
+    // 1960 and 2100 come back as such, and the names with their bytes.
+    let o = run(&[
+        "diff",
+        image.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--ignore",
+        "mtime_ns",
+    ]);
+    let d = String::from_utf8_lossy(&o.stdout);
+    let d: Vec<&str> = d
+        .lines()
+        .filter(|l| !l.starts_with("differs: .:"))
+        .collect();
+    assert!(d.is_empty(), "{d:?}");
+    let old = std::fs::metadata(out.join("old")).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::mtime(&old), -315_619_200);
 }
