@@ -7,8 +7,11 @@
 //! module per format turns entries into that format's records.
 
 mod cpio;
+mod options;
 mod tar;
 mod zip;
+
+pub use options::FormatOptions;
 
 use anyhow::Result;
 use hoard_reader::{Extent, FileKind, Located, Stat, View, ViewNode as Node};
@@ -139,12 +142,13 @@ trait ArchiveWriter {
     fn finish(&mut self) -> Result<()>;
 }
 
-/// Writes `nodes` of `fs` to `out` as a `format` archive; returns the
-/// notes on entries the format cannot hold (left out).
+/// Writes `nodes` of `fs` to `out` as a `format` archive with `options`;
+/// returns the notes on entries the format cannot hold (left out).
 pub fn write(
     fs: &dyn View,
     nodes: &[Node],
     format: Format,
+    options: &FormatOptions,
     with_xattrs: bool,
     out: &mut dyn Write,
 ) -> Result<Vec<String>> {
@@ -159,7 +163,7 @@ pub fn write(
         Format::Tar => Box::new(tar::TarWriter::new(out, tar::Flavor::Pax)),
         Format::Gnutar => Box::new(tar::TarWriter::new(out, tar::Flavor::Gnu)),
         Format::Cpio => Box::new(cpio::CpioWriter::new(out)),
-        Format::Zip => Box::new(zip::ZipStream::new(out)),
+        Format::Zip => Box::new(zip::ZipStream::new(out, options.zip)),
     };
     let mut notes = Vec::new();
     for node in nodes {

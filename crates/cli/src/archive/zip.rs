@@ -1,9 +1,10 @@
 //! zip through the `zip` crate, streamed (sizes and CRCs in data
-//! descriptors after each file's data, so no seeking): deflate for file
-//! contents, Unix modes, the DOS time and the extended timestamp field
+//! descriptors after each file's data, so no seeking): file contents
+//! deflated (or stored, with `--format-options`), Unix modes, the DOS time and the extended timestamp field
 //! (whole seconds, UTC) that `unzip` restores. zip has no owners, devices,
 //! fifos, sockets or hard links: each link of a file is a copy.
 
+use super::options::ZipCompression;
 use super::{ArchiveWriter, Entry};
 use anyhow::{anyhow, Context, Result};
 use hoard_reader::FileKind;
@@ -14,13 +15,16 @@ use zip::{CompressionMethod, DateTime, ZipWriter};
 /// Writes zip entries.
 pub struct ZipStream<'w> {
     zip: Option<ZipWriter<StreamWriter<&'w mut dyn Write>>>,
+    compression: ZipCompression,
 }
 
 impl<'w> ZipStream<'w> {
-    /// A writer of a zip archive to `out`.
-    pub fn new(out: &'w mut dyn Write) -> Self {
+    /// A writer of a zip archive to `out`, file contents compressed as
+    /// `compression` says.
+    pub fn new(out: &'w mut dyn Write, compression: ZipCompression) -> Self {
         ZipStream {
             zip: Some(ZipWriter::new_stream(out)),
+            compression,
         }
     }
 }
@@ -43,16 +47,21 @@ fn dos_time(sec: i64) -> DateTime {
         .unwrap_or_default()
 }
 
-fn options(e: &Entry<'_>) -> Result<FullFileOptions<'static, 'static>> {
+fn options(
+    e: &Entry<'_>,
+    compression: ZipCompression,
+) -> Result<FullFileOptions<'static, 'static>> {
     let st = &e.stat;
-    let method = if st.kind == FileKind::Regular {
-        CompressionMethod::Deflated
-    } else {
-        CompressionMethod::Stored
+    let (method, level) = match (st.kind, compression) {
+        (FileKind::Regular, ZipCompression::Deflate(level)) => {
+            (CompressionMethod::Deflated, level.map(i64::from))
+        }
+        _ => (CompressionMethod::Stored, None),
     };
     let mtime = u32::try_from(st.mtime.sec.max(0)).unwrap_or(u32::MAX);
     Ok(SimpleFileOptions::default()
         .compression_method(method)
+        .compression_level(level)
         .unix_permissions(st.mode & 0o7777)
         .last_modified_time(dos_time(st.mtime.sec))
         .large_file(st.size >= u64::from(u32::MAX))
@@ -73,7 +82,7 @@ impl ArchiveWriter for ZipStream<'_> {
         let name = std::str::from_utf8(e.path)
             .map_err(|_| anyhow!("zip names must be UTF-8"))
             .with_context(what)?;
-        let options = options(e).with_context(what)?;
+        let options = options(e, self.compression).with_context(what)?;
         match (e.stat.kind, e.target) {
             (FileKind::Directory, _) => zip.add_directory(format!("{name}/"), options),
             (FileKind::Symlink, Some(target)) => {
