@@ -7,7 +7,8 @@
 #   than /usr link them from there);
 #   share/man/man1: hoard.1, hoard-COMMAND.1, mkdwarfs.1, dwarfs.1,
 #   dwarfsck.1, dwarfsextract.1;
-#   bash, zsh and fish completions where those shells look for them.
+#   bash, zsh and fish completions for hoard, mkdwarfs, dwarfs, dwarfsck and
+#   dwarfsextract where those shells look for them.
 # DESTDIR, if set, is prepended to every installed path (for packaging).
 # Usage: scripts/install.sh [PREFIX]
 set -euo pipefail
@@ -33,7 +34,9 @@ for name in mount.dwarfs mount.hoard; do
   ln -sfn ../bin/hoard "$dest/sbin/$name"
 done
 "$dest/bin/hoard" --generate man --out "$dest/share/man/man1"
-"$dest/bin/hoard" --generate complete-bash >"$dest/share/bash-completion/completions/hoard"
-"$dest/bin/hoard" --generate complete-zsh >"$dest/share/zsh/site-functions/_hoard"
-"$dest/bin/hoard" --generate complete-fish >"$dest/share/fish/vendor_completions.d/hoard.fish"
+# Completions for hoard and for each DwarFS name (hoard, mkdwarfs, ... for
+# bash; _hoard, ... for zsh; hoard.fish, ... for fish).
+"$dest/bin/hoard" --generate complete-bash --out "$dest/share/bash-completion/completions"
+"$dest/bin/hoard" --generate complete-zsh --out "$dest/share/zsh/site-functions"
+"$dest/bin/hoard" --generate complete-fish --out "$dest/share/fish/vendor_completions.d"
 echo "installed $("$dest/bin/hoard" --version) into $dest"

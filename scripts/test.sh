@@ -5,7 +5,7 @@
 # checkout, the full set in ../shared with DwarFS's own tools. The Python
 # package is built, installed and tested with pytest after the Rust tests. Every test
 # binary runs even when one fails; at the end, a count of the tests and of
-# what was skipped for want of ../shared.
+# what they skipped, each with what was missing (../shared, a tool, root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -36,7 +36,9 @@ fi
 
 echo
 if [ -s "$HOARD_SKIP_LOG" ]; then
-  echo "skipped for want of ../shared (in $(cut -d: -f1 "$HOARD_SKIP_LOG" | sort -u | wc -l) tests; the repository's own images ran):"
+  # Lines are `TEST: what was missing`; where ../shared was, the
+  # repository's own images ran instead.
+  echo "skipped in $(cut -d: -f1 "$HOARD_SKIP_LOG" | sort -u | wc -l) tests (test: what was missing):"
   sort -u "$HOARD_SKIP_LOG" | sed 's/^/  /'
 else
   echo "no test skipped anything"

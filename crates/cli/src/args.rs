@@ -23,11 +23,12 @@ use std::path::PathBuf;
 pub struct Cli {
     /// Instead of running a command, write man pages for hoard, its
     /// commands and its DwarFS personalities (into --out DIR), or a shell
-    /// completion script (to standard output).
+    /// completion script (hoard's to standard output; with --out DIR, those
+    /// of hoard, mkdwarfs, dwarfs, dwarfsck and dwarfsextract).
     #[arg(long, value_enum, value_name = "WHAT")]
     pub generate: Option<crate::generate::Generate>,
-    /// The directory `--generate man` writes the pages into (created if
-    /// missing).
+    /// The directory `--generate` writes the pages or scripts into
+    /// (created if missing).
     #[arg(long, value_name = "DIR", requires = "generate")]
     pub out: Option<PathBuf>,
     /// What to do.
@@ -46,6 +47,10 @@ pub enum Command {
     /// Recompress an image, or rebuild its metadata.
     Rewrite(crate::cmd::create_args::RewriteArgs),
     /// Verify an image: section hashes and metadata consistency.
+    ///
+    /// Exit status: 0 when no problem is found; 1 when problems are found
+    /// (each printed on its own line) or the image cannot be opened at all
+    /// (one error line). With --checksum: 0, or 1 when a file cannot be read.
     Check(CheckArgs),
     /// Repair a damaged image from its recovery data (`create --recovery`).
     Repair(RepairArgs),
@@ -66,6 +71,10 @@ pub enum Command {
     /// line per entry.
     Manifest(ManifestArgs),
     /// Compare two trees, images or manifest files entry by entry.
+    ///
+    /// Exit status, as diff(1): 0 when the two are the same, 1 when they
+    /// differ (each difference printed on its own line), 2 on trouble (a
+    /// path missing or unreadable, a bad manifest or image, a bad option).
     Diff(DiffArgs),
 }
 
@@ -282,6 +291,11 @@ pub struct ExtractArgs {
     /// or zip.
     #[arg(short = 'f', long, value_enum)]
     pub format: Option<crate::archive::Format>,
+    /// Options of the --format, comma-separated, as libarchive takes them
+    /// (`[format:]option=value`, e.g. `zip:compression=store`,
+    /// `compression-level=9`); one libarchive does not know is an error.
+    #[arg(long, value_name = "OPTIONS", requires = "format")]
+    pub format_options: Option<String>,
     /// Only extract entries matching these globs (`**` crosses directories;
     /// prefix `i:` for case-insensitive matching).
     #[arg(long = "pattern")]
@@ -305,6 +319,11 @@ pub struct ExtractArgs {
     /// Worker threads (default: one per core).
     #[arg(short = 'n', long = "num-workers")]
     pub workers: Option<usize>,
+    /// Write files on N threads of their own besides one (0: one writer),
+    /// the workers only reading and decompressing; by default each worker
+    /// writes the files it reads. Not with --format.
+    #[arg(long, value_name = "N", conflicts_with = "format")]
+    pub num_disk_writers: Option<usize>,
     /// Keep going after an entry fails; exit 2 at the end.
     #[arg(long)]
     pub continue_on_error: bool,

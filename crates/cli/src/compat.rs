@@ -197,6 +197,11 @@ struct Dwarfsextract {
     /// Write an archive instead: tar (pax), gnutar, cpio (newc) or zip.
     #[arg(short = 'f', long, value_enum)]
     format: Option<crate::archive::Format>,
+    /// Options of the archive format, as libarchive takes them (zip:
+    /// compression=store|deflate, compression-level=0..9; tar:
+    /// xattrheader=SCHILY); any other is an error.
+    #[arg(long, value_name = "OPTIONS", requires = "format")]
+    format_options: Option<String>,
     /// Only extract entries matching these globs.
     #[arg(long = "pattern")]
     patterns: Vec<String>,
@@ -209,6 +214,10 @@ struct Dwarfsextract {
     /// Worker threads.
     #[arg(short = 'n', long = "num-workers")]
     workers: Option<usize>,
+    /// Threads writing files besides one (0: one writer), the workers
+    /// only reading; by default each worker writes the files it reads.
+    #[arg(long, value_name = "N", conflicts_with = "format")]
+    num_disk_writers: Option<usize>,
     /// Bytes of decompressed blocks to keep in memory.
     #[arg(short = 's', long = "cache-size", default_value = "512m", value_parser = parse_size)]
     cache_size: usize,
@@ -236,6 +245,7 @@ impl Dwarfsextract {
                 .output
                 .unwrap_or_else(|| PathBuf::from(if self.format.is_some() { "-" } else { "." })),
             format: self.format,
+            format_options: self.format_options,
             patterns: self.patterns,
             more_patterns: self.more_patterns,
             owners: false,
@@ -243,6 +253,7 @@ impl Dwarfsextract {
             skip_specials: self.skip_specials,
             no_xattrs: false,
             workers: self.workers,
+            num_disk_writers: self.num_disk_writers,
             continue_on_error: self.continue_on_error,
         })
     }

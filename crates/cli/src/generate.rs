@@ -14,11 +14,12 @@ pub enum Generate {
     /// Man pages (hoard.1, hoard-create.1, ..., mkdwarfs.1, dwarfs.1,
     /// dwarfsck.1, dwarfsextract.1) into the --out directory.
     Man,
-    /// A bash completion script, to standard output.
+    /// A bash completion script: hoard's to standard output, or with --out
+    /// one for each of hoard, mkdwarfs, dwarfs, dwarfsck and dwarfsextract.
     CompleteBash,
-    /// A zsh completion script, to standard output.
+    /// A zsh completion script (as for complete-bash).
     CompleteZsh,
-    /// A fish completion script, to standard output.
+    /// A fish completion script (as for complete-bash).
     CompleteFish,
 }
 
@@ -27,24 +28,50 @@ pub enum Generate {
 pub struct GenerateArgs {
     /// What to write.
     pub what: Generate,
-    /// Where man pages go.
+    /// Where man pages or completion scripts go.
     pub out: Option<PathBuf>,
 }
 
-/// Writes the man pages or prints the completion script.
+/// Writes the man pages, or prints or writes the completion scripts.
 pub fn run(args: &GenerateArgs) -> Result<u8> {
     let shell = match (args.what, &args.out) {
         (Generate::Man, Some(dir)) => return write_man_pages(dir).map(|()| 0),
         (Generate::Man, None) => bail!("--generate man needs --out DIR"),
-        (_, Some(_)) => {
-            bail!("--out is for --generate man; completion scripts go to standard output")
-        }
-        (Generate::CompleteBash, None) => Shell::Bash,
-        (Generate::CompleteZsh, None) => Shell::Zsh,
-        (Generate::CompleteFish, None) => Shell::Fish,
+        (Generate::CompleteBash, _) => Shell::Bash,
+        (Generate::CompleteZsh, _) => Shell::Zsh,
+        (Generate::CompleteFish, _) => Shell::Fish,
     };
-    clap_complete::generate(shell, &mut Cli::command(), "hoard", &mut std::io::stdout());
-    Ok(0)
+    match &args.out {
+        Some(dir) => write_completions(shell, dir).map(|()| 0),
+        None => {
+            clap_complete::generate(shell, &mut Cli::command(), "hoard", &mut std::io::stdout());
+            Ok(0)
+        }
+    }
+}
+
+/// Writes the `shell` completion scripts of hoard and of each personality
+/// into `dir`, each under the name that shell loads it by for its command
+/// (`dwarfs` for bash, `_dwarfs` for zsh, `dwarfs.fish` for fish).
+fn write_completions(shell: Shell, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create directory '{}'", dir.display()))?;
+    let mut commands = vec![Cli::command()];
+    commands.extend(crate::compat::personalities());
+    for mut cmd in commands {
+        let name = cmd.get_name().to_string();
+        let file = match shell {
+            Shell::Zsh => format!("_{name}"),
+            Shell::Fish => format!("{name}.fish"),
+            _ => name.clone(),
+        };
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut cmd, &name, &mut script);
+        let path = dir.join(file);
+        write_whole(&path, &script)
+            .with_context(|| format!("cannot write completion script '{}'", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Writes one page for hoard, one for each of its commands and one for each
@@ -74,6 +101,21 @@ fn write_pages(cmd: clap::Command, dir: &Path) -> Result<()> {
     let path = dir.join(man.get_filename());
     let mut page = Vec::new();
     man.render(&mut page)?;
-    std::fs::write(&path, page)
-        .with_context(|| format!("cannot write man page '{}'", path.display()))
+    write_whole(&path, &page).with_context(|| format!("cannot write man page '{}'", path.display()))
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it, renamed
+/// into place (mode 0644) when complete.
+fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".hoard-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }

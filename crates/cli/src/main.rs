@@ -34,11 +34,18 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
+    // `hoard diff` follows diff(1): 1 says the trees differ, so trouble
+    // (a missing path, a bad manifest) is 2.
+    let trouble = if matches!(command.as_slice(), [args::Command::Diff(_)]) {
+        2
+    } else {
+        1
+    };
     match cmd::run(command) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("hoard: {}", one_line(&e));
-            ExitCode::FAILURE
+            ExitCode::from(trouble)
         }
     }
 }

@@ -715,3 +715,133 @@ fn gzipped(data: &[u8]) -> Vec<u8> {
     writer.join().unwrap().unwrap();
     out.stdout
 }
+
+/// A `dwarfsextract` link to hoard in `dir`.
+fn dwarfsextract_in(dir: &Path) -> PathBuf {
+    let bin = dir.join("dwarfsextract");
+    if !bin.exists() {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_hoard"), &bin).unwrap();
+    }
+    bin
+}
+
+#[test]
+fn format_options_choose_the_zip_compression() {
+    let (dir, image) = setup();
+    let img = image.to_str().unwrap();
+    let bin = dwarfsextract_in(dir.path());
+    // The method of every file in a zip written with `options`.
+    let methods = |options: &str| -> Vec<zip::CompressionMethod> {
+        let out = dir.path().join(format!("{options}.zip"));
+        let o = Command::new(&bin)
+            .args(["-i", img, "-f", "zip", "--format-options", options, "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut zip = zip::ZipArchive::new(std::fs::File::open(&out).unwrap()).unwrap();
+        let mut found = Vec::new();
+        for i in 0..zip.len() {
+            let mut f = zip.by_index(i).unwrap();
+            if f.is_file() {
+                found.push(f.compression());
+                let name = f.name().unwrap().to_string();
+                let mut data = Vec::new();
+                std::io::Read::read_to_end(&mut f, &mut data).unwrap();
+                let cat = run(&["cat", img, &name]);
+                assert!(data == cat.stdout, "{options}: {name}");
+            }
+        }
+        assert!(found.len() >= 5, "{options}: {found:?}");
+        found
+    };
+    use zip::CompressionMethod::{Deflated, Stored};
+    assert!(methods("compression=store").iter().all(|m| *m == Stored));
+    assert!(methods("zip:compression-level=0")
+        .iter()
+        .all(|m| *m == Stored));
+    assert!(methods("compression=deflate,compression-level=9")
+        .iter()
+        .all(|m| *m == Deflated));
+
+    // Options libarchive does not take are refused by name, as is an
+    // encryption without a passphrase, and no archive is left behind.
+    let out = dir.path().join("refused.zip");
+    for (format, options, says) in [
+        ("zip", "bogus=1", "Undefined option: `bogus'"),
+        ("zip", "compression-level=10", "`compression-level'"),
+        (
+            "newc",
+            "zip:compression=store",
+            "Unknown module name: `zip'",
+        ),
+        ("zip", "encryption=zipcrypt", "Encryption needs passphrase"),
+    ] {
+        let o = Command::new(&bin)
+            .args(["-i", img, "-f", format, "--format-options", options, "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{options}: {err}");
+        assert!(!out.exists());
+    }
+    let o = run(&["extract", img, "-o", "x", "--format-options", "zip64"]);
+    assert_eq!(o.status.code(), Some(2), "--format-options needs --format");
+}
+
+#[test]
+fn disk_writers_extract_the_same_tree() {
+    let (dir, image) = setup();
+    let img = image.to_str().unwrap();
+    let bin = dwarfsextract_in(dir.path());
+    for writers in ["0", "3"] {
+        let out = dir.path().join(format!("writers-{writers}"));
+        std::fs::create_dir(&out).unwrap();
+        let o = Command::new(&bin)
+            .args(["-i", img, "-o", out.to_str().unwrap()])
+            .args(["--num-disk-writers", writers, "-n", "2"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(differences(&image, &out, ""), "", "{writers} writers");
+        assert_sparse(&out.join("plain/sparse"), "sparse file");
+    }
+
+    // A file that cannot be written: the error names it; with
+    // --continue-on-error every other file is written and the exit is 2.
+    for (extra, code) in [(None, 1), (Some("--continue-on-error"), 2)] {
+        let out = dir.path().join(format!("blocked-{code}"));
+        std::fs::create_dir_all(out.join("plain/big.bin")).unwrap();
+        let mut args = vec!["extract", img, "-o", out.to_str().unwrap()];
+        args.extend(["--num-disk-writers", "1"]);
+        args.extend(extra);
+        let o = run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{err}");
+        assert!(
+            err.contains("cannot write file") && err.contains("plain/big.bin"),
+            "{err}"
+        );
+        if code == 2 {
+            assert_eq!(std::fs::read(out.join("linked")).unwrap(), b"two names\n");
+        }
+    }
+    let o = run(&[
+        "extract",
+        img,
+        "-o",
+        "-",
+        "-f",
+        "tar",
+        "--num-disk-writers",
+        "1",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "--num-disk-writers is not for archives"
+    );
+}

@@ -128,7 +128,7 @@ fn render(page: &Path, name: &str) {
         .env("MAN_KEEP_FORMATTING", "0")
         .output()
     else {
-        eprintln!("note: man not installed, pages not rendered");
+        common::skipped("man missing: pages not rendered");
         return;
     };
     assert!(
@@ -169,29 +169,87 @@ fn completion_scripts_name_every_command() {
     }
 }
 
-#[test]
-fn bash_completes_a_command_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("hoard.bash");
-    std::fs::write(&script, stdout(&["--generate", "complete-bash"])).unwrap();
-    // What bash does on `hoard ex<TAB>`.
+/// What bash completes `line` (a command and a partial word) to with the
+/// completion `script` loaded; None (recorded) without bash.
+fn bash_completes(script: &Path, line: &str) -> Option<String> {
+    let command = line.split(' ').next().unwrap();
+    // What bash does on `LINE<TAB>`.
     let Ok(out) = Command::new("bash")
         .arg("--norc")
         .arg("-c")
-        .arg(r#"source "$1"; COMP_WORDS=(hoard ex); COMP_CWORD=1; COMP_LINE="hoard ex"; COMP_POINT=8; _hoard hoard ex hoard; printf '%s\n' "${COMPREPLY[@]}""#)
+        .arg(r#"source "$1"; read -ra COMP_WORDS <<<"$2"; COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMP_LINE="$2"; COMP_POINT=${#2}; "_$3" "$3" "${COMP_WORDS[-1]}" "${COMP_WORDS[-2]}"; printf '%s\n' "${COMPREPLY[@]}""#)
         .arg("bash")
-        .arg(&script)
+        .arg(script)
+        .arg(line)
+        .arg(command)
         .output()
     else {
-        eprintln!("note: bash not installed");
-        return;
+        common::skipped("bash missing");
+        return None;
     };
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "extract");
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[test]
+fn bash_completes_a_command_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hoard.bash");
+    std::fs::write(&script, stdout(&["--generate", "complete-bash"])).unwrap();
+    if let Some(words) = bash_completes(&script, "hoard ex") {
+        assert_eq!(words, "extract");
+    }
+}
+
+#[test]
+fn completions_are_written_for_every_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("completions");
+    for (what, file) in [
+        ("complete-bash", "{}"),
+        ("complete-zsh", "_{}"),
+        ("complete-fish", "{}.fish"),
+    ] {
+        let dir = out.join(what);
+        stdout(&["--generate", what, "--out", dir.to_str().unwrap()]);
+        let mut written: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        written.sort();
+        let mut expected: Vec<String> = ["hoard"]
+            .iter()
+            .chain(&PERSONALITIES)
+            .map(|name| file.replace("{}", name))
+            .collect();
+        expected.sort();
+        assert_eq!(written, expected, "{what}");
+    }
+    let zsh = std::fs::read_to_string(out.join("complete-zsh/_dwarfsck")).unwrap();
+    assert!(zsh.starts_with("#compdef dwarfsck"), "{zsh}");
+    let fish = std::fs::read_to_string(out.join("complete-fish/mkdwarfs.fish")).unwrap();
+    assert!(fish.contains("complete -c mkdwarfs"), "{fish}");
+    // Each name completes its own options.
+    let bash = out.join("complete-bash");
+    for (name, line, word) in [
+        ("hoard", "hoard ex", "extract"),
+        ("mkdwarfs", "mkdwarfs --compress-l", "--compress-level"),
+        ("dwarfs", "dwarfs --foregr", "--foreground"),
+        ("dwarfsck", "dwarfsck --check-i", "--check-integrity"),
+        (
+            "dwarfsextract",
+            "dwarfsextract --num-d",
+            "--num-disk-writers",
+        ),
+    ] {
+        if let Some(words) = bash_completes(&bash.join(name), line) {
+            assert_eq!(words, word, "{line}");
+        }
+    }
 }
 
 #[test]

@@ -47,8 +47,9 @@ fn diff_reports_changes_and_bad_input_by_name() {
     );
 
     let missing = dir.path().join("missing");
+    // Trouble is 2, as with diff(1): 1 would say "different".
     let err = run(&["diff", a.to_str().unwrap(), missing.to_str().unwrap()]);
-    assert_eq!(err.status.code(), Some(1));
+    assert_eq!(err.status.code(), Some(2));
     let text = String::from_utf8_lossy(&err.stderr);
     assert_eq!(text.trim_end().lines().count(), 1, "{text}");
     assert!(text.contains("missing"), "{text}");
@@ -60,8 +61,9 @@ fn diff_reports_changes_and_bad_input_by_name() {
         "--ignore",
         "colour",
     ]);
-    assert_eq!(bogus.status.code(), Some(1));
+    assert_eq!(bogus.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bogus.stderr).contains("unknown field 'colour'"));
+    assert_eq!(run(&["diff", a.to_str().unwrap()]).status.code(), Some(2));
 
     let bad_manifest = dir.path().join("bad.manifest");
     std::fs::write(&bad_manifest, "{\"path\": 3}\n").unwrap();
@@ -70,6 +72,13 @@ fn diff_reports_changes_and_bad_input_by_name() {
     let text = String::from_utf8_lossy(&bad.stderr);
     assert!(
         text.contains("bad.manifest") && text.contains("line 1"),
+        "{text}"
+    );
+    let bad = run(&["diff", bad_manifest.to_str().unwrap(), a.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        text.trim_end().lines().count() == 1 && text.contains("bad.manifest"),
         "{text}"
     );
 }

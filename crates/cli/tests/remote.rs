@@ -159,7 +159,7 @@ fn python_ok() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("note: python3 missing, skipping remote tests");
+        common::skipped("python3 missing");
     }
     ok
 }

@@ -401,8 +401,8 @@ fn acls_are_enforced_on_a_mount_with_default_permissions() {
     let Some((dir, _, _, _)) = setup() else {
         return;
     };
-    if !fuse_available() || !has_tool("setpriv") {
-        skipped("FUSE or setpriv missing");
+    if !fuse_available() {
+        skipped("FUSE is not available");
         return;
     }
     let src = dir.path().join("acl");
@@ -425,13 +425,7 @@ fn acls_are_enforced_on_a_mount_with_default_permissions() {
         "allow_other,default_permissions",
     ]);
     let guard = FuseMount(mnt.clone());
-    let read_as_1234 = |f: &str| {
-        Command::new("setpriv")
-            .args(["--reuid=1234", "--regid=1234", "--clear-groups", "cat"])
-            .arg(mnt.join(f))
-            .output()
-            .unwrap()
-    };
+    let read_as_1234 = |f: &str| as_user_in(1234, &mnt, "cat").arg(f).output().unwrap();
     let granted = read_as_1234("granted");
     assert!(
         granted.status.success() && granted.stdout == b"granted\n",
@@ -447,21 +441,17 @@ fn another_user_extracts_the_user_attributes() {
     let Some((dir, tree, _, _)) = setup() else {
         return;
     };
-    if !has_tool("setpriv") {
-        skipped("setpriv missing");
-        return;
-    }
     // Read-only, with user and security attributes.
     output_in(&tree, "chmod", &["444", "a.txt"]);
-    let image = create_image(&tree, &dir.path().join("x.dwarfs"), &[]);
+    create_image(&tree, &dir.path().join("x.dwarfs"), &[]);
     let out = dir.path().join("user");
     std::fs::create_dir(&out).unwrap();
     output_in(dir.path(), "chown", &["1234:1234", "user"]);
-    let o = Command::new("setpriv")
-        .args(["--reuid=1234", "--regid=1234", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_hoard"))
-        .args(["extract", image.to_str().unwrap(), "-o"])
-        .arg(out.join("tree"))
+    // User 1234 reaches the image, the output and hoard from `dir` only.
+    output_in(dir.path(), "chmod", &["755", "."]);
+    hoard_copy_in(dir.path());
+    let o = as_user_in(1234, dir.path(), "./hoard")
+        .args(["extract", "x.dwarfs", "-o", "user/tree"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -3,7 +3,9 @@
 //!
 //! Directories are made first, then file contents are written in parallel
 //! (on the current rayon pool) in the order their data is stored, so each
-//! block is decompressed about once; then links and special files, and
+//! block is decompressed about once (with `disk_writers`, the pool only
+//! reads and decompresses, and threads of their own write the files:
+//! [`writers`]); then links and special files, and
 //! last the owners, modes, extended attributes and times, deepest
 //! directories first so that nothing touches a directory after its time
 //! is set. Extended attributes come after the owner (a chown clears
@@ -29,6 +31,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+mod writers;
 
 /// Why an extraction (or one entry of it) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -142,6 +146,11 @@ pub struct ExtractOptions {
     pub xattrs: XattrRestore,
     /// Go on past entries that cannot be written, returning their errors.
     pub continue_on_error: bool,
+    /// Write file contents on this many threads of their own plus one,
+    /// the pool's threads only reading and decompressing (DwarFS's
+    /// `--num-disk-writers`); `None`: each pool thread writes the files it
+    /// reads.
+    pub disk_writers: Option<usize>,
 }
 
 impl ExtractOptions {
@@ -159,6 +168,7 @@ impl ExtractOptions {
                 XattrRestore::User
             },
             continue_on_error: false,
+            disk_writers: None,
         }
     }
 }
@@ -333,9 +343,12 @@ impl Extractor<'_> {
             .iter()
             .filter_map(|ino| by_inode.get(ino).map(|v| v[0]))
             .collect();
-        firsts
-            .par_iter()
-            .try_for_each(|node| self.handle(node, "write file", self.write_file(node)))?;
+        match self.options.disk_writers {
+            None => firsts
+                .par_iter()
+                .try_for_each(|node| self.handle(node, "write file", self.write_file(node)))?,
+            Some(extra) => writers::write_files(self, &firsts, extra.saturating_add(1))?,
+        }
         for links in by_inode.values() {
             for node in &links[1..] {
                 self.handle(node, "create hard link", self.hard_link(links[0], node))?;
@@ -380,15 +393,21 @@ impl Extractor<'_> {
         }
     }
 
-    fn write_file(&self, node: &Node) -> Step {
+    /// Creates the file of `node`, empty and private until its attributes
+    /// are set.
+    fn create_file(&self, node: &Node) -> Result<fs::File, Cause> {
         let path = self.target(node);
         self.clear(&path)?;
-        let mut file = fs::OpenOptions::new()
+        Ok(fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .custom_flags(libc::O_NOFOLLOW)
             .mode(0o600)
-            .open(&path)?;
+            .open(&path)?)
+    }
+
+    fn write_file(&self, node: &Node) -> Step {
+        let mut file = self.create_file(node)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut file);
         let mut size = 0u64;
         // A failed write is kept as it is, to report its error number.

@@ -5,7 +5,7 @@ use crate::manifest::{self, diff};
 use anyhow::{bail, Result};
 
 /// Prints the differences; exit code 0 when there are none, 1 when there
-/// are.
+/// are (an error, returned, exits 2: see `main`).
 pub fn run(args: &DiffArgs) -> Result<u8> {
     let ignore: Vec<String> = args
         .ignore

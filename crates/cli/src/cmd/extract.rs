@@ -17,7 +17,7 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
     let patterns: Vec<&String> = args.patterns.iter().chain(&args.more_patterns).collect();
     let nodes = Patterns::new(&patterns)?.select(fs.walk(fs.root(), b"")?);
     if let Some(format) = args.format {
-        return write_archive(&fs, &nodes, format, args);
+        return write_archive(&fs, &nodes, format, args.format_options.as_deref(), args);
     }
     let options = ExtractOptions {
         owners: args.owners || is_root(),
@@ -29,6 +29,7 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
             (false, false) => XattrRestore::User,
         },
         continue_on_error: args.continue_on_error,
+        disk_writers: args.num_disk_writers,
     };
     let errors = super::with_workers(args.workers, || {
         extract_nodes(&fs, &nodes, &args.output, &options)
@@ -45,13 +46,14 @@ fn write_archive(
     fs: &dyn View,
     nodes: &[Node],
     format: crate::archive::Format,
+    options: Option<&str>,
     args: &ExtractArgs,
 ) -> Result<u8> {
     let with_xattrs = !args.no_xattrs;
     let notes = if args.output.as_os_str() == "-" {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-        let notes = crate::archive::write(fs, nodes, format, None, with_xattrs, &mut out)?;
+        let notes = crate::archive::write(fs, nodes, format, options, with_xattrs, &mut out)?;
         out.flush().context("standard output")?;
         notes
     } else {
@@ -66,7 +68,7 @@ fn write_archive(
             .tempfile_in(dir)
             .with_context(context)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
-        let notes = crate::archive::write(fs, nodes, format, None, with_xattrs, &mut out)
+        let notes = crate::archive::write(fs, nodes, format, options, with_xattrs, &mut out)
             .with_context(context)?;
         out.flush().with_context(context)?;
         drop(out);

@@ -20,7 +20,7 @@ pub fn run(args: &[&str]) -> Output {
 }
 
 /// Whether FUSE mounts can be made here (`/dev/fuse` and `fusermount3`);
-/// says so when not.
+/// records the skip when not.
 pub fn fuse_available() -> bool {
     let ok = Path::new("/dev/fuse").exists()
         && Command::new("fusermount3")
@@ -28,7 +28,7 @@ pub fn fuse_available() -> bool {
             .output()
             .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("note: /dev/fuse or fusermount3 missing, skipping mount tests");
+        skipped("/dev/fuse or fusermount3 missing: no FUSE mounts");
     }
     ok
 }
@@ -57,6 +57,44 @@ pub fn sh(dir: &Path, script: &str) {
         "{script}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// A command running `program` as user and group `id` (the caller must be
+/// root) from inside `dir`: the child enters `dir` while still root and
+/// only then drops to `id`, so `program` (`./hoard` after
+/// [`hoard_copy_in`]) and the paths given to it, relative to `dir`, need
+/// only be reachable from `dir`, not through the checkout, `target/`,
+/// `$HOME` or the temporary directory, whatever their modes. `dir` itself
+/// must let `id` search it.
+pub fn as_user_in(id: u32, dir: &Path, program: &str) -> Command {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let dir = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    let mut cmd = Command::new(program);
+    // SAFETY: chdir, setgroups, setgid and setuid are async-signal-safe;
+    // `dir` was allocated before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::chdir(dir.as_ptr()) != 0
+                || libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(id) != 0
+                || libc::setuid(id) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// Copies the `hoard` binary into `dir` as `hoard` (mode 0755), for
+/// [`as_user_in`] to run as `./hoard`.
+pub fn hoard_copy_in(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let copy = dir.join("hoard");
+    std::fs::copy(env!("CARGO_BIN_EXE_hoard"), &copy).expect("copy the hoard binary");
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// The manifest of a tree (or image), made by `hoard manifest`.
@@ -230,11 +268,15 @@ pub fn zip_archive(members: usize, seed: u64) -> Vec<u8> {
 }
 
 /// The DwarFS tools' folder, after `setup.sh` when they do not start;
-/// None (said on stderr) when `../shared` or the tools are missing.
+/// None (recorded as a skip of the calling test) when `../shared` or the
+/// tools are missing.
 pub fn dwarfs_bin() -> Option<PathBuf> {
-    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let anchor = shared()?.join("anchors/dwarfs-0.15.3");
+    static BIN: OnceLock<Result<PathBuf, &'static str>> = OnceLock::new();
+    let found = BIN.get_or_init(|| {
+        let Some(shared) = shared() else {
+            return Err("../shared not found");
+        };
+        let anchor = shared.join("anchors/dwarfs-0.15.3");
         let bin = anchor.join("bin");
         let starts = || {
             Command::new(bin.join("dwarfsck"))
@@ -247,13 +289,18 @@ pub fn dwarfs_bin() -> Option<PathBuf> {
             eprintln!("note: ran setup.sh for the DwarFS tools: {setup:?}");
         }
         if starts() {
-            Some(bin)
+            Ok(bin)
         } else {
-            eprintln!("note: DwarFS 0.15.3 tools not usable, skipping DwarFS compatibility tests");
+            Err("DwarFS 0.15.3 tools in ../shared do not start")
+        }
+    });
+    match found {
+        Ok(bin) => Some(bin.clone()),
+        Err(why) => {
+            skipped(why);
             None
         }
-    })
-    .clone()
+    }
 }
 
 /// A command running DwarFS tool `name` (when [`dwarfs_bin`] found them).
