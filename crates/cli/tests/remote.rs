@@ -8,6 +8,7 @@
 mod common;
 
 use common::{create_image, fuse_available, hoard, manifest_diff, manifest_of, noise, Compare};
+use hoard_format::section::SectionType;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -442,6 +443,67 @@ fn corrupted_bytes_are_never_served() {
     // Served right again, everything reads.
     server.set("corrupt_at=-1");
     assert_eq!(cat_each(&server.url(), &fx), (24, 0));
+}
+
+#[test]
+fn a_signed_image_tampered_on_the_server_is_refused() {
+    if !python_ok() {
+        return;
+    }
+    let fx = Fixture::new();
+    let key = fx.path("k");
+    ok(&remote_hoard(&["keygen", "-o", key.to_str().unwrap()]));
+    let public = fx.path("k.pub");
+    let public = public.to_str().unwrap();
+    ok(&remote_hoard(&[
+        "sign",
+        fx.image.to_str().unwrap(),
+        "--key",
+        fx.path("k.key").to_str().unwrap(),
+    ]));
+    // A block changed with its header hashes made to match: its files
+    // fail, the others read right; changed metadata fails the open.
+    let block = 3;
+    let bad_block = common::tampered(
+        &fx.image,
+        &fx.path("block.dwarfs"),
+        SectionType::BLOCK,
+        block,
+    );
+    let bad_meta = common::tampered(
+        &fx.image,
+        &fx.path("meta.dwarfs"),
+        SectionType::METADATA_V2,
+        0,
+    );
+    let names: Vec<String> = (0..24)
+        .map(|i| format!("{}f{i:02}", if i % 3 == 0 { "sub/" } else { "" }))
+        .collect();
+    let hit = common::files_using_block(&fx.image, &names, block as u32);
+    assert!(!hit.is_empty());
+    let server = RangeServer::start(&bad_block).expect("range server starts");
+    let url = server.url();
+    assert_eq!(
+        remote_hoard(&["verify", &url, "--trust", public])
+            .status
+            .code(),
+        Some(1)
+    );
+    for name in &names {
+        let out = remote_hoard(&["cat", &url, name, "--trust", public]);
+        if hit.contains(name) {
+            assert!(!out.status.success(), "{name}: read from a tampered block");
+        } else {
+            let want = std::fs::read(fx.path("tree").join(name)).unwrap();
+            assert!(out.status.success() && out.stdout == want, "{name}");
+        }
+    }
+    drop(server);
+    let server = RangeServer::start(&bad_meta).expect("range server starts");
+    let out = remote_hoard(&["ls", &server.url(), "--trust", public]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not match the image signature"), "{err}");
 }
 
 #[test]

@@ -17,10 +17,11 @@ use std::sync::{Arc, Mutex};
 
 /// Mounts an image (or several); returns the exit code.
 pub fn run(args: &MountArgs) -> Result<u8> {
-    let options =
-        MountOptions::parse(&remote_options(&args.options)?).map_err(anyhow::Error::msg)?;
+    let (rest, trust) = trust_options(&args.options)?;
+    let options = MountOptions::parse(&remote_options(&rest)?).map_err(anyhow::Error::msg)?;
+    let trusted = &crate::trust::trusted_keys(&trust)?;
     if args.foreground {
-        return serve(args, &options, |_| {});
+        return serve(args, &options, trusted, |_| {});
     }
     let (read_end, write_end) = pipe()?;
     // SAFETY: no threads exist yet in this process, so the child may run
@@ -32,7 +33,7 @@ pub fn run(args: &MountArgs) -> Result<u8> {
             let status = std::cell::RefCell::new(Some(std::fs::File::from(write_end)));
             // SAFETY: setsid has no preconditions.
             unsafe { libc::setsid() };
-            let result = serve(args, &options, |_| {
+            let result = serve(args, &options, trusted, |_| {
                 if let Some(mut w) = status.borrow_mut().take() {
                     let _ = w.write_all(b"ok");
                 }
@@ -58,6 +59,21 @@ pub fn run(args: &MountArgs) -> Result<u8> {
     }
 }
 
+/// Takes the `trust=PUB` options out of `-o` options; returns the others
+/// and the public key files.
+fn trust_options(options: &[String]) -> Result<(Vec<String>, Vec<PathBuf>)> {
+    let mut rest = Vec::new();
+    let mut trust = Vec::new();
+    for item in options.iter().flat_map(|o| o.split(',')) {
+        match item.split_once('=') {
+            Some(("trust", "")) => bail!("mount option 'trust' needs a public key file"),
+            Some(("trust", file)) => trust.push(PathBuf::from(file)),
+            _ => rest.push(item.to_string()),
+        }
+    }
+    Ok((rest, trust))
+}
+
 /// Takes the `remote_*` options out of `-o` options (they set how remote
 /// images are fetched, over `HOARD_REMOTE`); returns the others.
 fn remote_options(options: &[String]) -> Result<String> {
@@ -78,7 +94,12 @@ fn remote_options(options: &[String]) -> Result<String> {
 }
 
 /// Mounts and serves until unmounted or signalled.
-fn serve(args: &MountArgs, options: &MountOptions, ready: impl FnOnce(())) -> Result<u8> {
+fn serve(
+    args: &MountArgs,
+    options: &MountOptions,
+    trusted: &Option<hoard_trust::TrustedKeys>,
+    ready: impl FnOnce(()),
+) -> Result<u8> {
     let mounted: Arc<Mutex<Option<hoard_fuse::Mounted>>> = Arc::new(Mutex::new(None));
     let mut signals =
         signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
@@ -91,7 +112,7 @@ fn serve(args: &MountArgs, options: &MountOptions, ready: impl FnOnce(())) -> Re
         }
     });
     hoard_fuse::driver::check_mountpoint(args.mountpoint()).map_err(anyhow::Error::msg)?;
-    let view = open_view(args, options)?;
+    let view = open_view(args, options, trusted)?;
     let fsname = args
         .images()
         .iter()
@@ -108,8 +129,13 @@ fn serve(args: &MountArgs, options: &MountOptions, ready: impl FnOnce(())) -> Re
 
 /// The view `args` ask for: the images stacked, or with `--each` a set
 /// of them (of every image in a directory given).
-fn open_view(args: &MountArgs, options: &MountOptions) -> Result<Arc<dyn View>> {
-    let fs_options = options.fs_options();
+fn open_view(
+    args: &MountArgs,
+    options: &MountOptions,
+    trusted: &Option<hoard_trust::TrustedKeys>,
+) -> Result<Arc<dyn View>> {
+    let mut fs_options = options.fs_options();
+    fs_options.open.trust = trusted.clone();
     let images = args.images();
     if !args.each {
         if options.watch {

@@ -240,6 +240,58 @@ pub fn tool(name: &str) -> Command {
     Command::new(dwarfs_bin().unwrap().join(name))
 }
 
+/// A copy of `image` at `out` with one byte of the `nth` section of
+/// `kind` changed and its header hashes made to match again, as an
+/// attacker would (only a signature tells then).
+pub fn tampered(
+    image: &Path,
+    out: &Path,
+    kind: hoard_format::section::SectionType,
+    nth: usize,
+) -> PathBuf {
+    let img = hoard_reader::Image::open(image, &Default::default()).unwrap();
+    let section = img
+        .sections()
+        .iter()
+        .filter(|s| s.header.kind == kind)
+        .nth(nth)
+        .unwrap()
+        .clone();
+    let mut bytes = std::fs::read(image).unwrap();
+    let (start, end) = (section.payload_offset() as usize, section.end() as usize);
+    bytes[start + (end - start) / 2] ^= 0x01;
+    let header = hoard_format::section::encode_header_v2(
+        section.header.number.unwrap(),
+        kind,
+        section.header.compression,
+        &bytes[start..end],
+    );
+    bytes[section.offset as usize..start].copy_from_slice(&header);
+    std::fs::write(out, bytes).unwrap();
+    out.to_path_buf()
+}
+
+/// Which of `paths` (regular files in `image`) have data in block `block`.
+pub fn files_using_block(
+    image: &Path,
+    paths: &[String],
+    block: u32,
+) -> std::collections::BTreeSet<String> {
+    use hoard_reader::{Extent, Filesystem, FsOptions};
+    let fs = Filesystem::open(image, &FsOptions::default()).unwrap();
+    paths
+        .iter()
+        .filter(|path| {
+            let ino = fs.lookup_path(path).unwrap();
+            fs.extents(ino)
+                .unwrap()
+                .iter()
+                .any(|e| matches!(e, Extent::Data { block: b, .. } if *b == block))
+        })
+        .cloned()
+        .collect()
+}
+
 /// Unmounts a FUSE mount (lazily if it is busy) when dropped.
 pub struct FuseMount(pub std::path::PathBuf);
 
