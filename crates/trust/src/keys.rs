@@ -57,6 +57,12 @@ impl SecretKey {
         Ok(SecretKey(SigningKey::from_bytes(&seed)))
     }
 
+    /// The key whose secret is `seed` (for tests and fuzzing: real keys
+    /// come from [`SecretKey::generate`]).
+    pub fn from_seed(seed: &[u8; 32]) -> Self {
+        SecretKey(SigningKey::from_bytes(seed))
+    }
+
     /// Reads the secret key in `path`: hoard's format or an unencrypted
     /// OpenSSH ed25519 key. Warns (on standard error) when others than
     /// its owner may read the file.
