@@ -446,7 +446,7 @@ fn corrupted_bytes_are_never_served() {
 }
 
 #[test]
-fn a_signed_image_tampered_on_the_server_is_refused() {
+fn a_signed_image_tampered_on_the_server_or_in_the_cache_is_refused() {
     if !python_ok() {
         return;
     }
@@ -498,6 +498,50 @@ fn a_signed_image_tampered_on_the_server_is_refused() {
             assert!(out.status.success() && out.stdout == want, "{name}");
         }
     }
+    drop(server);
+    // A poisoned on-disk cache: its blocks are fetched again.
+    let server = RangeServer::start(&fx.image).expect("range server starts");
+    let cache = fx.path("cache");
+    let cached = |trust: bool| {
+        let mut cmd = hoard();
+        cmd.env(
+            "HOARD_REMOTE",
+            format!("{REMOTE},remote_cache={}", cache.display()),
+        )
+        .args(["cat", &server.url()])
+        .args(&names);
+        if trust {
+            cmd.args(["--trust", public]);
+        }
+        cmd.output().unwrap()
+    };
+    let want: Vec<u8> = names
+        .iter()
+        .flat_map(|n| std::fs::read(fx.path("tree").join(n)).unwrap())
+        .collect();
+    assert!(cached(true).stdout == want);
+    let mut poisoned = 0;
+    for dir in std::fs::read_dir(&cache).unwrap() {
+        for file in std::fs::read_dir(dir.unwrap().path()).unwrap() {
+            let path = file.unwrap().path();
+            let mut bytes = std::fs::read(&path).unwrap();
+            if bytes.len() > 64 << 10 {
+                common::tamper_section(&mut bytes);
+                std::fs::write(&path, bytes).unwrap();
+                poisoned += 1;
+            }
+        }
+    }
+    assert!(poisoned > 0, "no block in the cache");
+    assert!(
+        cached(false).stdout != want,
+        "the poisoned cache was not used"
+    );
+    let out = cached(true);
+    assert!(
+        out.status.success() && out.stdout == want,
+        "poisoned cache served"
+    );
     drop(server);
     let server = RangeServer::start(&bad_meta).expect("range server starts");
     let out = remote_hoard(&["ls", &server.url(), "--trust", public]);

@@ -258,17 +258,23 @@ pub fn tampered(
         .unwrap()
         .clone();
     let mut bytes = std::fs::read(image).unwrap();
-    let (start, end) = (section.payload_offset() as usize, section.end() as usize);
-    bytes[start + (end - start) / 2] ^= 0x01;
-    let header = hoard_format::section::encode_header_v2(
-        section.header.number.unwrap(),
-        kind,
-        section.header.compression,
-        &bytes[start..end],
-    );
-    bytes[section.offset as usize..start].copy_from_slice(&header);
+    tamper_section(&mut bytes[section.offset as usize..section.end() as usize]);
     std::fs::write(out, bytes).unwrap();
     out.to_path_buf()
+}
+
+/// Changes one payload byte of the v2 section `bytes` (header and
+/// payload) and makes its header hashes match again.
+pub fn tamper_section(bytes: &mut [u8]) {
+    use hoard_format::section::{Compression, SectionType, V2_HEADER_SIZE};
+    let (header, payload) = bytes.split_at_mut(V2_HEADER_SIZE);
+    let mid = payload.len() / 2;
+    payload[mid] ^= 0x01;
+    let number = u32::from_le_bytes(header[48..52].try_into().unwrap());
+    let kind = SectionType(u16::from_le_bytes(header[52..54].try_into().unwrap()));
+    let compression = Compression(u16::from_le_bytes(header[54..56].try_into().unwrap()));
+    let fixed = hoard_format::section::encode_header_v2(number, kind, compression, payload);
+    header[8..].copy_from_slice(&fixed[8..]);
 }
 
 /// Which of `paths` (regular files in `image`) have data in block `block`.
