@@ -22,8 +22,21 @@ pub fn trusted_keys(args: &[PathBuf]) -> Result<Option<TrustedKeys>> {
     Ok(Some(TrustedKeys::load(&files)?))
 }
 
-/// The secret key in `path`, if given.
+/// The secret key in `path`, if given (this process then writes no core
+/// dump: see [`no_core_dumps`]).
 pub fn signing_key(path: Option<&Path>) -> Result<Option<Arc<SecretKey>>> {
-    path.map(|p| SecretKey::load(p).map(Arc::new).context("cannot sign"))
-        .transpose()
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    no_core_dumps();
+    let key = SecretKey::load(path).context("cannot sign")?;
+    Ok(Some(Arc::new(key)))
+}
+
+/// Keeps a secret key held by this process out of core dumps (and from
+/// other processes of the user attaching to read it): the process is made
+/// non-dumpable before any key is read.
+pub fn no_core_dumps() {
+    // SAFETY: prctl with PR_SET_DUMPABLE takes a plain integer.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
 }

@@ -6,6 +6,7 @@ use hoard_trust::SecretKey;
 
 /// Writes NAME.key and NAME.pub; returns the exit code.
 pub fn run(args: &KeygenArgs) -> Result<u8> {
+    crate::trust::no_core_dumps();
     let key = SecretKey::generate()?;
     let comment = args.comment.clone().unwrap_or_else(default_comment);
     let (secret, public) = key.write_pair(&args.name, &comment, args.force)?;
