@@ -152,6 +152,19 @@ fn keygen_sign_and_verify_with_hoard_and_openssh_keys() {
     let ssh_image = fx.image("ssh.dwarfs", &["--sign", s(&ssh)]);
     let ssh_pub = fx.path("id_ed25519.pub");
     ok(&verify(&ssh_image, &ssh_pub), "verify with the OpenSSH key");
+    let rewritten = fx.path("rewritten.dwarfs");
+    let out = run(&[
+        "rewrite",
+        s(&unsigned),
+        "-o",
+        s(&rewritten),
+        "--sign",
+        s(&ssh),
+        "--recovery",
+        "5",
+    ]);
+    ok(&out, "rewrite --sign");
+    ok(&verify(&rewritten, &ssh_pub), "verify of a rewritten image");
     let listed = ok(
         &run(&["ls", "-R", s(&ssh_image), "--trust", s(&ssh_pub)]),
         "ls --trust",
