@@ -36,6 +36,8 @@ command -v lha >/dev/null || need+=(jlha-utils)
 command -v zip >/dev/null || need+=(zip)
 command -v zstd >/dev/null || need+=(zstd)
 command -v xz >/dev/null || need+=(xz-utils)
+# The signing tests sign with OpenSSH keys, as ssh-keygen makes them.
+command -v ssh-keygen >/dev/null || need+=(openssh-client)
 # From PyPI when missing (Debian's python3 needs pip and, being externally
 # managed, the override): the Python package's build and tests
 # (crates/python): maturin, pytest, fsspec, pandas; the remote-image tests

@@ -43,6 +43,21 @@ hoard_image *hoard_open(const char *path);
 hoard_image *hoard_open_with(const char *path, size_t cache_size);
 
 /*
+ Like `hoard_open_with`, opening the image only if it is signed by a
+ key in one of the `n_trust` public key files `trust` names (`hoard
+ keygen`'s NAME.pub or OpenSSH `ssh-ed25519` lines); every block is
+ then checked against the signature before use, and a read of a file
+ in a tampered block fails with `-EIO`. Returns NULL on error (an
+ unsigned image, a key not trusted, tampered metadata); see
+ `hoard_last_error`.
+
+ # Safety
+ `path` is NULL or a NUL-terminated string; `trust` points to
+ `n_trust` NUL-terminated strings.
+ */
+hoard_image *hoard_open_trusted(const char *path, const char *const *trust, size_t n_trust, size_t cache_size);
+
+/*
  The message of the last failure of a hoard function on the calling
  thread (NULL if none yet). Valid until the next failing call on this
  thread.

@@ -76,6 +76,60 @@ pub unsafe extern "C" fn hoard_open_with(
     }
 }
 
+/// Like `hoard_open_with`, opening the image only if it is signed by a
+/// key in one of the `n_trust` public key files `trust` names (`hoard
+/// keygen`'s NAME.pub or OpenSSH `ssh-ed25519` lines); every block is
+/// then checked against the signature before use, and a read of a file
+/// in a tampered block fails with `-EIO`. Returns NULL on error (an
+/// unsigned image, a key not trusted, tampered metadata); see
+/// `hoard_last_error`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `trust` points to
+/// `n_trust` NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_open_trusted(
+    path: *const c_char,
+    trust: *const *const c_char,
+    n_trust: usize,
+    cache_size: usize,
+) -> *mut HoardImage {
+    let opened = guard(|| {
+        let bytes = c_path(path)?;
+        let path = Path::new(std::ffi::OsStr::from_encoded_bytes_unchecked(bytes));
+        if trust.is_null() || n_trust == 0 {
+            return Err((libc::EINVAL, "no trusted key files given".into()));
+        }
+        let mut files = Vec::with_capacity(n_trust);
+        for i in 0..n_trust {
+            let file = c_path(*trust.add(i))?;
+            files.push(std::path::PathBuf::from(
+                std::ffi::OsStr::from_encoded_bytes_unchecked(file),
+            ));
+        }
+        let keys =
+            hoard_trust::TrustedKeys::load(&files).map_err(|e| (libc::EINVAL, e.to_string()))?;
+        let mut options = FsOptions::default();
+        options.open.trust = Some(keys);
+        if cache_size > 0 {
+            options.cache_size = cache_size;
+        }
+        Filesystem::open(path, &options).map_err(|e| {
+            (
+                libc::EIO,
+                format!("cannot open image '{}': {e}", path.display()),
+            )
+        })
+    });
+    match opened {
+        Ok(fs) => Box::into_raw(Box::new(HoardImage { fs })),
+        Err(e) => {
+            keep_error(&e.1);
+            std::ptr::null_mut()
+        }
+    }
+}
+
 /// The message of the last failure of a hoard function on the calling
 /// thread (NULL if none yet). Valid until the next failing call on this
 /// thread.

@@ -76,6 +76,61 @@ pub enum Command {
     /// differ (each difference printed on its own line), 2 on trouble (a
     /// path missing or unreadable, a bad manifest or image, a bad option).
     Diff(DiffArgs),
+    /// Make an Ed25519 key pair for signing images: NAME.key, NAME.pub.
+    Keygen(KeygenArgs),
+    /// Sign an image (in place, or into another file).
+    Sign(SignArgs),
+    /// Check that an image is signed by a trusted key and that every byte
+    /// is as signed.
+    Verify(VerifyArgs),
+}
+
+/// `hoard keygen`.
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Write NAME.key (the secret key, mode 0600) and NAME.pub.
+    #[arg(short = 'o', long = "output", value_name = "NAME")]
+    pub name: PathBuf,
+    /// A comment for the public key (default: user@host).
+    #[arg(short = 'C', long)]
+    pub comment: Option<String>,
+    /// Overwrite existing key files.
+    #[arg(short = 'f', long)]
+    pub force: bool,
+}
+
+/// `hoard sign`.
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The image to sign (replaced by the signed image unless -o).
+    pub image: PathBuf,
+    /// The secret key: `hoard keygen`'s NAME.key or an OpenSSH ed25519
+    /// private key (unencrypted).
+    #[arg(short = 'k', long, value_name = "KEY")]
+    pub key: PathBuf,
+    /// Write the signed image here instead of replacing IMAGE.
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
+    /// Overwrite an existing output file.
+    #[arg(short = 'f', long)]
+    pub force: bool,
+}
+
+/// `hoard verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The image (a file or a URL).
+    pub image: PathBuf,
+    /// A public key file whose keys are trusted (repeatable; also
+    /// HOARD_TRUST, files separated by `:`).
+    #[arg(long = "trust", value_name = "PUB")]
+    pub trust: Vec<PathBuf>,
+    /// Where the image starts in the file: a byte offset or `auto`.
+    #[arg(short = 'O', long = "image-offset", default_value = "auto")]
+    pub offset: ImageOffset,
+    /// Print the result as JSON.
+    #[arg(long, short = 'j')]
+    pub json: bool,
 }
 
 /// `hoard manifest`.
@@ -173,6 +228,11 @@ pub struct ImageArgs {
     /// Bytes of decompressed blocks to keep in memory (suffixes k, m, g).
     #[arg(short = 's', long = "cache-size", default_value = "512m", value_parser = parse_size)]
     pub cache_size: usize,
+    /// Read the image only if signed by a key in this public key file
+    /// (repeatable; also HOARD_TRUST, files separated by `:`), checking
+    /// every block against the signature before use.
+    #[arg(long = "trust", value_name = "PUB")]
+    pub trust: Vec<PathBuf>,
 }
 
 /// Images stacked on the one named, as layers.

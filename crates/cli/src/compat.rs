@@ -147,6 +147,7 @@ impl Dwarfsck {
             image: self.input.or(self.image).unwrap_or_default(),
             offset: self.offset,
             cache_size: self.cache_size,
+            trust: Vec::new(),
         };
         if self.list {
             return vec![Command::Ls(LsArgs {
@@ -239,6 +240,7 @@ impl Dwarfsextract {
                 image: self.input,
                 offset: self.offset,
                 cache_size: self.cache_size,
+                trust: Vec::new(),
             },
             layers: Default::default(),
             output: self

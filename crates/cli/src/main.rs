@@ -13,6 +13,7 @@ mod compat;
 mod generate;
 mod manifest;
 mod section_hash;
+mod trust;
 
 /// The version and, when built from a git checkout, the commit:
 /// `0.1.0 (84a5946)` (see build.rs).

@@ -8,6 +8,7 @@
 mod common;
 
 use common::{create_image, fuse_available, hoard, manifest_diff, manifest_of, noise, Compare};
+use hoard_format::section::SectionType;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -442,6 +443,111 @@ fn corrupted_bytes_are_never_served() {
     // Served right again, everything reads.
     server.set("corrupt_at=-1");
     assert_eq!(cat_each(&server.url(), &fx), (24, 0));
+}
+
+#[test]
+fn a_signed_image_tampered_on_the_server_or_in_the_cache_is_refused() {
+    if !python_ok() {
+        return;
+    }
+    let fx = Fixture::new();
+    let key = fx.path("k");
+    ok(&remote_hoard(&["keygen", "-o", key.to_str().unwrap()]));
+    let public = fx.path("k.pub");
+    let public = public.to_str().unwrap();
+    ok(&remote_hoard(&[
+        "sign",
+        fx.image.to_str().unwrap(),
+        "--key",
+        fx.path("k.key").to_str().unwrap(),
+    ]));
+    // A block changed with its header hashes made to match: its files
+    // fail, the others read right; changed metadata fails the open.
+    let block = 3;
+    let bad_block = common::tampered(
+        &fx.image,
+        &fx.path("block.dwarfs"),
+        SectionType::BLOCK,
+        block,
+    );
+    let bad_meta = common::tampered(
+        &fx.image,
+        &fx.path("meta.dwarfs"),
+        SectionType::METADATA_V2,
+        0,
+    );
+    let names: Vec<String> = (0..24)
+        .map(|i| format!("{}f{i:02}", if i % 3 == 0 { "sub/" } else { "" }))
+        .collect();
+    let hit = common::files_using_block(&fx.image, &names, block as u32);
+    assert!(!hit.is_empty());
+    let server = RangeServer::start(&bad_block).expect("range server starts");
+    let url = server.url();
+    assert_eq!(
+        remote_hoard(&["verify", &url, "--trust", public])
+            .status
+            .code(),
+        Some(1)
+    );
+    for name in &names {
+        let out = remote_hoard(&["cat", &url, name, "--trust", public]);
+        if hit.contains(name) {
+            assert!(!out.status.success(), "{name}: read from a tampered block");
+        } else {
+            let want = std::fs::read(fx.path("tree").join(name)).unwrap();
+            assert!(out.status.success() && out.stdout == want, "{name}");
+        }
+    }
+    drop(server);
+    // A poisoned on-disk cache: its blocks are fetched again.
+    let server = RangeServer::start(&fx.image).expect("range server starts");
+    let cache = fx.path("cache");
+    let cached = |trust: bool| {
+        let mut cmd = hoard();
+        cmd.env(
+            "HOARD_REMOTE",
+            format!("{REMOTE},remote_cache={}", cache.display()),
+        )
+        .args(["cat", &server.url()])
+        .args(&names);
+        if trust {
+            cmd.args(["--trust", public]);
+        }
+        cmd.output().unwrap()
+    };
+    let want: Vec<u8> = names
+        .iter()
+        .flat_map(|n| std::fs::read(fx.path("tree").join(n)).unwrap())
+        .collect();
+    assert!(cached(true).stdout == want);
+    let mut poisoned = 0;
+    for dir in std::fs::read_dir(&cache).unwrap() {
+        for file in std::fs::read_dir(dir.unwrap().path()).unwrap() {
+            let path = file.unwrap().path();
+            let mut bytes = std::fs::read(&path).unwrap();
+            if bytes.len() > 64 << 10 {
+                common::tamper_section(&mut bytes);
+                std::fs::write(&path, bytes).unwrap();
+                poisoned += 1;
+            }
+        }
+    }
+    assert!(poisoned > 0, "no block in the cache");
+    assert!(
+        cached(false).stdout != want,
+        "the poisoned cache was not used"
+    );
+    let out = cached(true);
+    assert!(
+        out.status.success() && out.stdout == want,
+        "poisoned cache served"
+    );
+    drop(server);
+    let server = RangeServer::start(&bad_meta).expect("range server starts");
+    let out = remote_hoard(&["ls", &server.url(), "--trust", public]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not match the image signature"), "{err}");
 }
 
 #[test]

@@ -46,6 +46,9 @@ impl SectionType {
     /// hoard's Reed-Solomon recovery data (see the hoard-recovery crate).
     /// DwarFS skips section types it does not know, with a warning.
     pub const HOARD_RECOVERY: Self = Self(0x4852);
+    /// hoard's image signature (see the hoard-trust crate), after the
+    /// section index and before any recovery data.
+    pub const HOARD_SIGNATURE: Self = Self(0x4853);
 
     /// The name DwarFS uses for this type, or `unknown(N)`.
     pub fn name(self) -> String {
@@ -56,13 +59,14 @@ impl SectionType {
             Self::SECTION_INDEX => "SECTION_INDEX".into(),
             Self::HISTORY => "HISTORY".into(),
             Self::HOARD_RECOVERY => "HOARD_RECOVERY".into(),
+            Self::HOARD_SIGNATURE => "HOARD_SIGNATURE".into(),
             Self(n) => format!("unknown({n})"),
         }
     }
 
     /// Whether this build knows what the section means.
     pub fn is_known(self) -> bool {
-        matches!(self.0, 0 | 7..=10 | 0x4852)
+        matches!(self.0, 0 | 7..=10 | 0x4852 | 0x4853)
     }
 }
 
@@ -315,6 +319,12 @@ fn xxh3_of(header_tail: &[u8], payload: &[u8]) -> u64 {
     state.update(header_tail);
     state.update(payload);
     state.digest()
+}
+
+/// The SHA-512/256 of `first` then `second`, by the implementation given
+/// to [`use_sha512_256`] if any (hoard-trust hashes whole sections with it).
+pub fn sha512_256(first: &[u8], second: &[u8]) -> [u8; 32] {
+    sha512_256_of(first, second)
 }
 
 fn sha512_256_of(header_tail: &[u8], payload: &[u8]) -> [u8; 32] {

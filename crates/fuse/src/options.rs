@@ -182,6 +182,7 @@ impl MountOptions {
                 offset: self.offset,
                 no_mmap: false,
                 image_size: self.image_size,
+                trust: None,
             },
             cache_size: self.cache_size,
             decratio: self.decratio,

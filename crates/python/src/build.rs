@@ -239,6 +239,7 @@ pub fn create<'py>(
     }
     o.section_index = !opts.flag("no_section_index")?;
     o.recovery = opts.take("recovery")?;
+    o.sign = signing_key(&opts)?;
     o.header = header(&opts)?;
     o.history = history_entry(&opts, arguments, now)?;
     opts.finish("create")?;
@@ -474,6 +475,8 @@ pub fn rewrite(
         history: history_entry(&opts, arguments, now)?,
         section_index: !opts.flag("no_section_index")?,
         recovery: opts.take("recovery")?,
+        sign: signing_key(&opts)?,
+        trust: None,
         header: header(&opts)?,
     };
     opts.finish("rewrite")?;
@@ -484,4 +487,15 @@ pub fn rewrite(
         })
         .map_err(image_error)?;
     Ok((summary.blocks, summary.input_bytes, summary.output_bytes))
+}
+
+/// The secret key of option `sign` (a key file path), if given.
+fn signing_key(opts: &Options<'_>) -> PyResult<Option<Arc<hoard_trust::SecretKey>>> {
+    opts.take::<PathBuf>("sign")?
+        .map(|p| {
+            hoard_trust::SecretKey::load(&p)
+                .map(Arc::new)
+                .map_err(value_error)
+        })
+        .transpose()
 }

@@ -101,14 +101,17 @@ fn resolve(fs: &Filesystem, path: &Path, follow: bool) -> PyResult<u32> {
 impl Image {
     /// Opens the image at `path`; `offset` is "auto" (find the image
     /// after any header) or a byte offset; `cache_size` the bytes of
-    /// decompressed blocks kept in memory (default 512 MiB).
+    /// decompressed blocks kept in memory (default 512 MiB); `trust`
+    /// public key files, of which one key must have signed the image
+    /// (every block is then checked against the signature).
     #[new]
-    #[pyo3(signature = (path, offset=None, cache_size=None))]
+    #[pyo3(signature = (path, offset=None, cache_size=None, trust=None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         offset: Option<&Bound<'_, PyAny>>,
         cache_size: Option<usize>,
+        trust: Option<Vec<PathBuf>>,
     ) -> PyResult<Self> {
         let offset = match offset {
             None => ImageOffset::Auto,
@@ -124,6 +127,11 @@ impl Image {
         std::fs::metadata(&path).map_err(PyErr::from)?;
         let mut options = FsOptions::default();
         options.open.offset = offset;
+        if let Some(files) = trust {
+            let keys = hoard_trust::TrustedKeys::load(&files)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            options.open.trust = Some(keys);
+        }
         if let Some(size) = cache_size {
             options.cache_size = size;
         }

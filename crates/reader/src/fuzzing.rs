@@ -24,6 +24,54 @@ pub fn open_image(data: &[u8]) -> crate::Result<()> {
     Ok(())
 }
 
+/// Any bytes as public key lines and as a signature payload, then as an
+/// image opened trusting a fixed key: its hashes rewritten as in
+/// [`open_image`] and its signature section (found by its trailer at the
+/// end), if one parses, signed again by that key, so that mutations reach
+/// the checks after the signature; then [`exercise`]d.
+pub fn signed_image(data: &[u8]) -> crate::Result<()> {
+    for line in String::from_utf8_lossy(data).lines() {
+        let _ = hoard_trust::PublicKey::parse_line(line);
+    }
+    let _ = hoard_trust::Signature::parse(data);
+    let key = hoard_trust::SecretKey::from_seed(&[7; 32]);
+    let mut bytes = data.to_vec();
+    fix_section_hashes(&mut bytes);
+    sign_again(&mut bytes, &key);
+    let trusted = hoard_trust::TrustedKeys::from_keys(vec![key.public()]);
+    let image = Image::from_source(Source::Bytes(bytes), ImageOffset::Auto)?.trusting(&trusted)?;
+    let fs = Filesystem::from_image(image, CACHE_SIZE)?;
+    exercise(&fs);
+    Ok(())
+}
+
+/// Signs the digest of the signature section that ends `bytes` again with
+/// `key`, if there is one that parses.
+fn sign_again(bytes: &mut [u8], key: &hoard_trust::SecretKey) {
+    let end = bytes.len() as u64;
+    let Some(start) = hoard_trust::signature::section_start(bytes, end) else {
+        return;
+    };
+    let start = start as usize;
+    let Some(raw) = bytes.get(start..start + section::V2_HEADER_SIZE) else {
+        return;
+    };
+    let (Ok(version), number) = (
+        section::parse_version(raw),
+        u32::from_le_bytes([raw[48], raw[49], raw[50], raw[51]]),
+    ) else {
+        return;
+    };
+    let Ok(signature) = hoard_trust::Signature::parse(&bytes[start + section::V2_HEADER_SIZE..])
+    else {
+        return;
+    };
+    let signed = hoard_trust::Signature::sign(signature.digest, key).section(number, version);
+    if signed.len() == bytes.len() - start {
+        bytes[start..].copy_from_slice(&signed);
+    }
+}
+
 /// Recomputes the XXH3-64 and SHA-512/256 hashes of each v2 section header
 /// found by walking the sections from the start of the image, keeping every
 /// other header field. Stops at the first header that does not parse.

@@ -2,6 +2,7 @@
 //! which sections it has, and loading (hash-checked, decompressed) payloads.
 
 use crate::error::{corrupt, Error, Result};
+use crate::signed::Signed;
 use crate::source::Source;
 use hoard_format::section::{
     self, Compression, HeaderLayout, SectionHeader, SectionType, Version, FILE_HEADER_SIZE,
@@ -47,6 +48,10 @@ pub struct OpenOptions {
     /// Bytes the image takes from its start on (default: to the end of
     /// the file), for an image followed by other data.
     pub image_size: Option<u64>,
+    /// Open only an image signed by one of these keys, and check every
+    /// section against the signature before it is used (see
+    /// [`crate::signed`]).
+    pub trust: Option<hoard_trust::TrustedKeys>,
 }
 
 /// One section of the image.
@@ -103,6 +108,8 @@ pub struct Image {
     resolved: std::sync::OnceLock<Vec<Section>>,
     used_index: bool,
     index_problem: Option<String>,
+    /// The signed digest every load is checked against (`--trust`).
+    signed: Option<Signed>,
 }
 
 impl Image {
@@ -110,7 +117,40 @@ impl Image {
     /// name `path`: the caller does.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
         let source = Source::open(path, !options.no_mmap)?;
-        Self::from_source_sized(source, options.offset, options.image_size)
+        let image = Self::from_source_sized(source, options.offset, options.image_size)?;
+        match &options.trust {
+            Some(trusted) => image.trusting(trusted),
+            None => Ok(image),
+        }
+    }
+
+    /// This image, once its signature by one of `trusted` is checked and
+    /// every section but blocks matches it; loads are checked from then on.
+    pub fn trusting(mut self, trusted: &hoard_trust::TrustedKeys) -> Result<Self> {
+        let signed = Signed::check(
+            &self.source,
+            &self.sections,
+            self.offset,
+            self.version,
+            trusted,
+            |s| self.verified_payload(s).map(Cow::into_owned),
+        )?;
+        self.signed = Some(signed);
+        for s in &self.sections {
+            let kind = s.header.kind;
+            if kind != SectionType::BLOCK
+                && kind != hoard_recovery::SECTION_TYPE
+                && kind != hoard_trust::SECTION_TYPE
+            {
+                self.verified(s)?;
+            }
+        }
+        Ok(self)
+    }
+
+    /// The signature loads are checked against, when opened with trusted keys.
+    pub fn signed(&self) -> Option<&Signed> {
+        self.signed.as_ref()
     }
 
     /// Lists the sections of an image held by `source`.
@@ -220,6 +260,7 @@ impl Image {
             resolved: std::sync::OnceLock::new(),
             used_index: false,
             index_problem: None,
+            signed: None,
         };
         if version.minor >= 4 {
             match image.sections_from_index() {
@@ -380,18 +421,30 @@ impl Image {
             };
             sections.push(section);
         }
-        if end != self.source.len() {
-            // The recovery section, after the index.
-            let section = self.section_at(end)?;
-            if section.header.kind != hoard_recovery::SECTION_TYPE
-                || section.end() != self.source.len()
-                || section.header.number != Some(sections.len() as u32)
-            {
+        // After the index: the signature, then the recovery data, each
+        // if present.
+        let mut pos = end;
+        for kind in [hoard_trust::SECTION_TYPE, hoard_recovery::SECTION_TYPE] {
+            if pos == self.source.len() {
+                break;
+            }
+            let section = self.section_at(pos)?;
+            if section.header.kind != kind {
+                continue;
+            }
+            if section.header.number != Some(sections.len() as u32) {
                 return Err(corrupt!(
-                    "unexpected section at offset {end} after the section index"
+                    "{} section at offset {pos} has the wrong number",
+                    kind.name()
                 ));
             }
+            pos = section.end();
             sections.push(section);
+        }
+        if pos != self.source.len() {
+            return Err(corrupt!(
+                "unexpected section at offset {pos} after the section index"
+            ));
         }
         Ok(Some(sections))
     }
@@ -524,12 +577,20 @@ impl Image {
         })
     }
 
-    /// Where the section index ends: before the recovery data, if any.
+    /// Where the section index ends: before the signature and the
+    /// recovery data, if any.
     fn index_end(&self) -> u64 {
-        match self.source.recovery() {
+        let end = match self.source.recovery() {
             Some((recovery, _)) => recovery.layout().section_start(),
             None => self.source.len(),
-        }
+        };
+        let trailer = hoard_trust::signature::TRAILER_SIZE;
+        end.checked_sub(trailer)
+            .filter(|&p| p >= self.offset)
+            .and_then(|p| self.source.read(p, trailer).ok())
+            .and_then(|tail| hoard_trust::signature::section_start(&tail, end))
+            .filter(|&start| start >= self.offset)
+            .unwrap_or(end)
     }
 
     /// The format version.
@@ -654,9 +715,25 @@ impl Image {
         let mut result = Err(corrupt!("no attempt"));
         for _ in 0..attempts {
             result = self.header_of(section).and_then(|header| {
-                let payload = self.raw_payload(section)?;
-                section::verify_xxh3(&header, &self.raw_header(section)?, &payload)?;
-                Ok((header.into_owned(), payload))
+                let mut payload = self.raw_payload(section)?;
+                let raw_header = self.raw_header(section)?;
+                section::verify_xxh3(&header, &raw_header, &payload)?;
+                let Some(signed) = &self.signed else {
+                    return Ok((header.into_owned(), payload));
+                };
+                // What is used is what was checked, one copy of it: a
+                // server may answer two reads of a header differently, and
+                // a mapped file may change between check and use.
+                payload = Cow::Owned(payload.into_owned());
+                signed.check_section(section, &raw_header, &payload)?;
+                let checked = section::parse_header(&raw_header, self.version)?;
+                if checked != *header {
+                    return Err(corrupt!(
+                        "section at offset {} changed while it was read",
+                        section.offset
+                    ));
+                }
+                Ok((checked, payload))
             });
             self.source
                 .checked(section.offset..section.end(), result.is_ok());

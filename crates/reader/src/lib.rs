@@ -24,6 +24,8 @@
 //!   overlayfs rules (one image is a stack of one), or a [`Set`] of
 //!   images side by side, opened on demand.
 //! * [`check`] — verification of a whole image.
+//! * [`signed`] — reads of a signed image checked against its signature
+//!   (`OpenOptions::trust`).
 //! * [`extract`] — an image, or the entries matching patterns, written
 //!   into a directory.
 //! * [`damage`] — damage to an image with recovery data (see the
@@ -46,6 +48,7 @@ pub mod image;
 pub mod inode;
 mod offsets;
 pub mod set;
+pub mod signed;
 pub mod source;
 pub mod stack;
 mod tables;

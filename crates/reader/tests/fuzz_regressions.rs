@@ -36,6 +36,11 @@ fn open_image_inputs_do_not_panic() {
 }
 
 #[test]
+fn signed_image_inputs_do_not_panic() {
+    replay("signed_image", fuzzing::signed_image);
+}
+
+#[test]
 fn decode_metadata_inputs_do_not_panic() {
     replay("decode_metadata", fuzzing::decode_metadata);
 }

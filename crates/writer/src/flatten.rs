@@ -141,7 +141,8 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
         .max()
         .unwrap_or(1 << 24);
     let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
-        .with_fsync(options.fsync);
+        .with_fsync(options.fsync)
+        .with_signing_key(options.sign.clone());
     // Where each regular file's contents are: (layer, inode), by the
     // number its (never written) spool path is given.
     let mut located: Vec<(usize, u32)> = Vec::new();

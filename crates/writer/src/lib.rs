@@ -48,6 +48,7 @@ pub mod pipeline;
 pub mod rewrite;
 pub mod scan;
 pub mod segment;
+pub mod sign;
 mod streams;
 pub mod tree;
 

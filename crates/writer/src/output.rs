@@ -1,15 +1,19 @@
 //! The image file: an optional header prefix, then sections, each numbered
-//! and hashed, then the section index, then (optionally) the recovery
-//! data, which covers every byte before it. It is written to a temporary
+//! and hashed, then the section index, then (optionally) the signature
+//! (see the hoard-trust crate), then (optionally) the recovery data, which
+//! covers every byte before it. It is written to a temporary
 //! file beside the target and renamed into place only when complete, so an
 //! interrupted or failed build leaves nothing behind.
 
 use crate::{Error, Result};
 use hoard_format::section::{
-    encode_header_v2, encode_index_entry, Compression, IndexEntry, SectionType, V2_HEADER_SIZE,
+    encode_header_v2, encode_index_entry, Compression, IndexEntry, SectionType, Version,
+    MAJOR_VERSION, MAX_MINOR_VERSION, V2_HEADER_SIZE,
 };
+use hoard_trust::{SecretKey, Signature};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tempfile::NamedTempFile;
 
 /// An image being written.
@@ -29,6 +33,8 @@ pub struct ImageFile {
     syncing: Option<std::thread::JoinHandle<std::io::Result<()>>>,
     /// Flush the image to disk before renaming it into place.
     fsync: bool,
+    /// Sign the image with this key.
+    sign: Option<Arc<SecretKey>>,
 }
 
 /// How many bytes are written between requests to start writing them
@@ -69,6 +75,7 @@ impl ImageFile {
             written_back: 0,
             syncing: None,
             fsync: false,
+            sign: None,
         })
     }
 
@@ -80,6 +87,12 @@ impl ImageFile {
     /// the flush can take longer than the build.
     pub fn with_fsync(mut self, fsync: bool) -> Self {
         self.fsync = fsync;
+        self
+    }
+
+    /// Makes [`ImageFile::finish`] sign the image with `key`, if given.
+    pub fn with_signing_key(mut self, key: Option<Arc<SecretKey>>) -> Self {
+        self.sign = key;
         self
     }
 
@@ -189,8 +202,9 @@ impl ImageFile {
             .map_err(|e| Error::io(&self.target, e))
     }
 
-    /// Appends the section index (unless `with_index` is false) and then
-    /// recovery data of `recovery` percent, if asked, flushes, and renames
+    /// Appends the section index (unless `with_index` is false), the
+    /// signature (see [`ImageFile::with_signing_key`]) and then recovery
+    /// data of `recovery` percent, if asked, flushes, and renames
     /// the file into place. Returns the image size.
     pub fn finish(mut self, with_index: bool, recovery: Option<u32>) -> Result<u64> {
         if with_index {
@@ -204,6 +218,9 @@ impl ImageFile {
                 .flat_map(|e| encode_index_entry(*e).to_le_bytes())
                 .collect();
             self.section(SectionType::SECTION_INDEX, Compression::NONE, &payload)?;
+        }
+        if let Some(key) = self.sign.clone() {
+            self.signature(&key)?;
         }
         if let Some(percent) = recovery {
             self.recovery(percent)?;
@@ -246,6 +263,36 @@ impl ImageFile {
                 .map_err(|e| Error::io(&target, e.error))?;
         }
         Ok(size)
+    }
+
+    /// Appends the signature section: the digest of every byte written
+    /// so far, signed with `key`.
+    fn signature(&mut self, key: &SecretKey) -> Result<()> {
+        self.out.flush().map_err(|e| Error::io(&self.target, e))?;
+        let end = self.prefix + self.position;
+        let offsets: Vec<u64> = self.index.iter().map(|e| self.prefix + e.offset).collect();
+        let sections: Vec<_> = offsets
+            .iter()
+            .zip(offsets.iter().skip(1).chain([&end]))
+            .map(|(&start, &end)| start..end)
+            .collect();
+        let digest =
+            hoard_trust::digest::of_file(self.out.get_ref().as_file(), self.prefix, &sections)
+                .map_err(|e| Error::io(&self.target, e))?;
+        let version = Version {
+            major: MAJOR_VERSION,
+            minor: MAX_MINOR_VERSION,
+        };
+        let section = Signature::sign(digest, key).section(self.next_section_number()?, version);
+        self.index.push(IndexEntry {
+            kind: hoard_trust::SECTION_TYPE,
+            offset: self.position,
+        });
+        self.out
+            .write_all(&section)
+            .map_err(|e| Error::io(&self.target, e))?;
+        self.position += section.len() as u64;
+        Ok(())
     }
 
     /// Appends the recovery section, covering every byte written so far

@@ -78,6 +78,8 @@ pub struct CreateOptions {
     pub section_index: bool,
     /// Add Reed-Solomon recovery data of this many percent of the image.
     pub recovery: Option<u32>,
+    /// Sign the image with this key (see the hoard-trust crate).
+    pub sign: Option<Arc<hoard_trust::SecretKey>>,
     /// Bytes to put before the image (`--header`).
     pub header: Option<Vec<u8>>,
     /// Categorizers to run (`--categorize`); None runs none.
@@ -145,6 +147,7 @@ impl CreateOptions {
             history: None,
             section_index: true,
             recovery: None,
+            sign: None,
             header: None,
             categorize: (!level.categorizers.is_empty()).then(|| CategorizeOptions {
                 categorizers: level.categorizers.to_vec(),
@@ -311,7 +314,8 @@ pub fn create(
 ) -> Result<Summary> {
     validate(options)?;
     let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
-        .with_fsync(options.fsync);
+        .with_fsync(options.fsync)
+        .with_signing_key(options.sign.clone());
     progress.set(Phase::Scanning);
     let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;

@@ -70,6 +70,10 @@ pub struct RewriteOptions {
     pub section_index: bool,
     /// Add Reed-Solomon recovery data of this many percent of the image.
     pub recovery: Option<u32>,
+    /// Sign the image with this key (see the hoard-trust crate).
+    pub sign: Option<std::sync::Arc<hoard_trust::SecretKey>>,
+    /// Open the input only if signed by one of these keys.
+    pub trust: Option<hoard_trust::TrustedKeys>,
     /// Bytes to put before the image.
     pub header: Option<Vec<u8>>,
 }
@@ -184,6 +188,7 @@ pub fn rewrite(
         offset: options.offset,
         no_mmap: false,
         image_size: None,
+        trust: options.trust.clone(),
     };
     let image = Image::open(&options.input, &open).map_err(reader_error)?;
     let input_bytes = image.file_size();
@@ -192,7 +197,8 @@ pub fn rewrite(
     let metadata = fs.metadata().map_err(reader_error)?;
     let block_size = metadata.block_size as usize;
     let mut out = ImageFile::create(&options.output, options.force, options.header.as_deref())?
-        .with_fsync(options.fsync);
+        .with_fsync(options.fsync)
+        .with_signing_key(options.sign.clone());
 
     let blocks: Vec<_> = image
         .sections()

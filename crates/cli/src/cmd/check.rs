@@ -16,13 +16,13 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         let fs = super::open(&args.image)?;
         return super::with_workers(args.workers, || print_checksums(&fs, algo))?;
     }
+    let options = open_options(args)?;
     // A file that cannot be read at all is an error, not a problem found.
-    if let Err(e @ hoard_reader::Error::Io(_)) = Image::open(&args.image.image, &open_options(args))
-    {
+    if let Err(e @ hoard_reader::Error::Io(_)) = Image::open(&args.image.image, &options) {
         return Err(e)
             .with_context(|| format!("cannot open image '{}'", args.image.image.display()));
     }
-    let report = super::with_workers(args.workers, || check(args))?;
+    let report = super::with_workers(args.workers, || check(args, &options))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -49,18 +49,18 @@ struct Report {
     found: check::Report,
 }
 
-fn open_options(args: &CheckArgs) -> hoard_reader::OpenOptions {
-    hoard_reader::OpenOptions {
+fn open_options(args: &CheckArgs) -> Result<hoard_reader::OpenOptions> {
+    Ok(hoard_reader::OpenOptions {
         offset: args.image.offset,
         no_mmap: false,
         image_size: None,
-    }
+        trust: crate::trust::trusted_keys(&args.image.trust)?,
+    })
 }
 
-fn check(args: &CheckArgs) -> Report {
-    let options = open_options(args);
+fn check(args: &CheckArgs, options: &hoard_reader::OpenOptions) -> Report {
     let mut found = check::check_image(
-        || Image::open(&args.image.image, &options),
+        || Image::open(&args.image.image, options),
         args.image.cache_size,
         args.full,
     );

@@ -150,6 +150,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
     o.recovery = args.recovery;
+    o.sign = crate::trust::signing_key(args.sign.as_deref())?;
     if !args.base.is_empty() {
         o.delta = Some(hoard_writer::delta::DeltaOptions {
             bases: args.base.clone(),

@@ -160,6 +160,10 @@ pub struct CreateArgs {
     /// that `hoard repair` can undo damage up to about that size.
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub recovery: Option<u32>,
+    /// Sign the image with this secret key (`hoard keygen`, or an
+    /// OpenSSH ed25519 key); `hoard verify --trust` checks it.
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
     /// File to put before the image (e.g. a shell script).
     #[arg(long)]
     pub header: Option<PathBuf>,
@@ -287,6 +291,10 @@ pub struct RewriteArgs {
     /// that `hoard repair` can undo damage up to about that size.
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub recovery: Option<u32>,
+    /// Sign the image with this secret key (`hoard keygen`, or an
+    /// OpenSSH ed25519 key); `hoard verify --trust` checks it.
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
     /// File to put before the image.
     #[arg(long)]
     pub header: Option<PathBuf>,
@@ -322,6 +330,7 @@ impl CreateArgs {
             no_history_timestamps: self.no_history_timestamps,
             no_section_index: self.no_section_index,
             recovery: self.recovery,
+            sign: self.sign.clone(),
             header: self.header.clone(),
             no_progress: self.no_progress,
         }

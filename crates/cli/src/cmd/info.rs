@@ -192,6 +192,7 @@ fn collect(fs: &Filesystem) -> Result<Value> {
         "image_size": image.file_size() - image.offset(),
         "section_index": image.used_index(),
         "recovery_percent": image.recovery().map(|(r, _)| r.layout().percent),
+        "signature": signature(image),
         "sections": image.sections().len(),
         "block_size": meta.block_size,
         "blocks": fs.block_count(),
@@ -273,6 +274,7 @@ fn print_text(info: &Value) {
         ("image size", "image_size"),
         ("section index", "section_index"),
         ("recovery data (%)", "recovery_percent"),
+        ("signature", "signature"),
         ("sections", "sections"),
         ("block size", "block_size"),
         ("blocks", "blocks"),
@@ -329,4 +331,15 @@ fn print_text(info: &Value) {
         }
     }
     super::info_history::print_text(&info["history"]);
+}
+
+/// Who signed the image (checked when opened with `--trust`), or that it
+/// is signed but not checked; `None` when it is not signed.
+fn signature(image: &hoard_reader::Image) -> Option<String> {
+    match image.signed() {
+        Some(signed) => Some(format!("verified, by {}", signed.key().fingerprint())),
+        None => image
+            .find(hoard_trust::SECTION_TYPE)
+            .map(|_| "present, not verified (--trust PUB checks it)".to_string()),
+    }
 }

@@ -8,13 +8,16 @@ mod diff;
 mod extract;
 mod info;
 mod info_history;
+mod keygen;
 mod ls;
 mod manifest;
 mod mount;
 mod progress;
 mod repair;
 mod rewrite;
+mod sign;
 pub(crate) mod time;
+mod verify;
 
 use crate::args::{Command, ImageArgs, LayerArgs};
 use anyhow::{Context, Result};
@@ -48,6 +51,9 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
             Command::Umount(a) => mount::umount(&a)?,
             Command::Manifest(a) => manifest::run(&a)?,
             Command::Diff(a) => diff::run(&a)?,
+            Command::Keygen(a) => keygen::run(&a)?,
+            Command::Sign(a) => sign::run(&a)?,
+            Command::Verify(a) => verify::run(&a)?,
         };
         if code != 0 {
             break;
@@ -56,24 +62,26 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-/// How to open the image named by `args`: its offset and cache size.
-fn fs_options(args: &ImageArgs) -> FsOptions {
-    FsOptions {
+/// How to open the image named by `args`: its offset, cache size and
+/// trusted keys.
+fn fs_options(args: &ImageArgs) -> Result<FsOptions> {
+    Ok(FsOptions {
         open: OpenOptions {
             offset: args.offset,
             no_mmap: false,
             image_size: None,
+            trust: crate::trust::trusted_keys(&args.trust)?,
         },
         cache_size: args.cache_size,
         ..FsOptions::default()
-    }
+    })
 }
 
 /// Opens the image named by `args` (an archive through the archive
 /// cache).
 pub fn open(args: &ImageArgs) -> Result<Filesystem> {
     let image = image_path(&args.image, &ArchiveCache::default())?;
-    Filesystem::open(&image, &fs_options(args))
+    Filesystem::open(&image, &fs_options(args)?)
         .with_context(|| format!("cannot open image '{}'", args.image.display()))
 }
 
@@ -116,7 +124,7 @@ pub fn open_view(args: &ImageArgs, layers: &LayerArgs) -> Result<Stack> {
     images.extend(layers.layers.iter().cloned());
     open_stack(
         &images,
-        &fs_options(args),
+        &fs_options(args)?,
         layers.force_stack,
         &ArchiveCache::default(),
     )

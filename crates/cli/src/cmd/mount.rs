@@ -18,10 +18,12 @@ use std::sync::{Arc, Mutex};
 
 /// Mounts an image (or several); returns the exit code.
 pub fn run(args: &MountArgs) -> Result<u8> {
-    let (rest, archives) = archive_options(&remote_options(&args.options)?)?;
+    let (rest, trust) = trust_options(&args.options)?;
+    let (rest, archives) = archive_options(&remote_options(&rest)?)?;
     let options = MountOptions::parse(&rest).map_err(anyhow::Error::msg)?;
+    let trusted = &crate::trust::trusted_keys(&trust)?;
     if args.foreground {
-        return serve(args, &options, &archives, |_| {});
+        return serve(args, &options, &archives, trusted, |_| {});
     }
     let (read_end, write_end) = pipe()?;
     // SAFETY: no threads exist yet in this process, so the child may run
@@ -33,7 +35,7 @@ pub fn run(args: &MountArgs) -> Result<u8> {
             let status = std::cell::RefCell::new(Some(std::fs::File::from(write_end)));
             // SAFETY: setsid has no preconditions.
             unsafe { libc::setsid() };
-            let result = serve(args, &options, &archives, |_| {
+            let result = serve(args, &options, &archives, trusted, |_| {
                 if let Some(mut w) = status.borrow_mut().take() {
                     let _ = w.write_all(b"ok");
                 }
@@ -57,6 +59,21 @@ pub fn run(args: &MountArgs) -> Result<u8> {
             }
         }
     }
+}
+
+/// Takes the `trust=PUB` options out of `-o` options; returns the others
+/// and the public key files.
+fn trust_options(options: &[String]) -> Result<(Vec<String>, Vec<PathBuf>)> {
+    let mut rest = Vec::new();
+    let mut trust = Vec::new();
+    for item in options.iter().flat_map(|o| o.split(',')) {
+        match item.split_once('=') {
+            Some(("trust", "")) => bail!("mount option 'trust' needs a public key file"),
+            Some(("trust", file)) => trust.push(PathBuf::from(file)),
+            _ => rest.push(item.to_string()),
+        }
+    }
+    Ok((rest, trust))
 }
 
 /// Takes the `remote_*` options out of `-o` options (they set how remote
@@ -103,6 +120,7 @@ fn serve(
     args: &MountArgs,
     options: &MountOptions,
     archives: &ArchiveCache,
+    trusted: &Option<hoard_trust::TrustedKeys>,
     ready: impl FnOnce(()),
 ) -> Result<u8> {
     let mounted: Arc<Mutex<Option<hoard_fuse::Mounted>>> = Arc::new(Mutex::new(None));
@@ -117,7 +135,7 @@ fn serve(
         }
     });
     hoard_fuse::driver::check_mountpoint(args.mountpoint()).map_err(anyhow::Error::msg)?;
-    let view = open_view(args, options, archives)?;
+    let view = open_view(args, options, archives, trusted)?;
     let fsname = args
         .images()
         .iter()
@@ -138,8 +156,10 @@ fn open_view(
     args: &MountArgs,
     options: &MountOptions,
     archives: &ArchiveCache,
+    trusted: &Option<hoard_trust::TrustedKeys>,
 ) -> Result<Arc<dyn View>> {
-    let fs_options = options.fs_options();
+    let mut fs_options = options.fs_options();
+    fs_options.open.trust = trusted.clone();
     let images = args.images();
     if !args.each {
         if options.watch {

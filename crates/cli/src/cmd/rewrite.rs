@@ -93,6 +93,8 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         }),
         section_index: !args.no_section_index,
         recovery: args.recovery,
+        sign: crate::trust::signing_key(args.sign.as_deref())?,
+        trust: crate::trust::trusted_keys(&[])?,
         header: args
             .header
             .as_ref()
@@ -166,6 +168,7 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
     o.recovery = args.recovery;
+    o.sign = crate::trust::signing_key(args.sign.as_deref())?;
     let now = history::now().map_err(anyhow::Error::msg)?;
     if !args.no_history {
         o.history = Some(history::this_run(

@@ -68,6 +68,7 @@ fn image_manifest(
     let options = FsOptions {
         open: OpenOptions {
             offset,
+            trust: crate::trust::trusted_keys(&[])?,
             ..OpenOptions::default()
         },
         ..FsOptions::default()

@@ -308,6 +308,64 @@ pub fn tool(name: &str) -> Command {
     Command::new(dwarfs_bin().unwrap().join(name))
 }
 
+/// A copy of `image` at `out` with one byte of the `nth` section of
+/// `kind` changed and its header hashes made to match again, as an
+/// attacker would (only a signature tells then).
+pub fn tampered(
+    image: &Path,
+    out: &Path,
+    kind: hoard_format::section::SectionType,
+    nth: usize,
+) -> PathBuf {
+    let img = hoard_reader::Image::open(image, &Default::default()).unwrap();
+    let section = img
+        .sections()
+        .iter()
+        .filter(|s| s.header.kind == kind)
+        .nth(nth)
+        .unwrap()
+        .clone();
+    let mut bytes = std::fs::read(image).unwrap();
+    tamper_section(&mut bytes[section.offset as usize..section.end() as usize]);
+    std::fs::write(out, bytes).unwrap();
+    out.to_path_buf()
+}
+
+/// Changes one payload byte of the v2 section `bytes` (header and
+/// payload) and makes its header hashes match again.
+pub fn tamper_section(bytes: &mut [u8]) {
+    use hoard_format::section::{Compression, SectionType, V2_HEADER_SIZE};
+    let (header, payload) = bytes.split_at_mut(V2_HEADER_SIZE);
+    let mid = payload.len() / 2;
+    payload[mid] ^= 0x01;
+    let number = u32::from_le_bytes(header[48..52].try_into().unwrap());
+    let kind = SectionType(u16::from_le_bytes(header[52..54].try_into().unwrap()));
+    let compression = Compression(u16::from_le_bytes(header[54..56].try_into().unwrap()));
+    let fixed = hoard_format::section::encode_header_v2(number, kind, compression, payload);
+    header[8..].copy_from_slice(&fixed[8..]);
+}
+
+/// Which of `paths` (regular files in `image`) have data in block `block`.
+pub fn files_using_block(
+    image: &Path,
+    paths: &[String],
+    block: u32,
+) -> std::collections::BTreeSet<String> {
+    use hoard_reader::{Extent, Filesystem, FsOptions};
+    let fs = Filesystem::open(image, &FsOptions::default()).unwrap();
+    paths
+        .iter()
+        .filter(|path| {
+            let ino = fs.lookup_path(path).unwrap();
+            fs.extents(ino)
+                .unwrap()
+                .iter()
+                .any(|e| matches!(e, Extent::Data { block: b, .. } if *b == block))
+        })
+        .cloned()
+        .collect()
+}
+
 /// Unmounts a FUSE mount (lazily if it is busy) when dropped.
 pub struct FuseMount(pub std::path::PathBuf);
 

@@ -53,17 +53,22 @@ def _join(top, name):
 class Image:
     """An open DwarFS image.
 
-    ``Image(path, offset="auto", cache_size=None)`` opens the image file
-    ``path``; ``offset`` is ``"auto"`` (find the image after any header,
-    such as a shell script) or the byte offset where it starts;
-    ``cache_size`` the bytes of decompressed blocks kept in memory
-    (default 512 MiB). Use it as a context manager, or call ``close()``.
-    Raises ``FileNotFoundError`` for a missing file and ``ImageError``
-    when it is not a readable image.
+    ``Image(path, offset="auto", cache_size=None, trust=None)`` opens the
+    image file ``path``; ``offset`` is ``"auto"`` (find the image after
+    any header, such as a shell script) or the byte offset where it
+    starts; ``cache_size`` the bytes of decompressed blocks kept in memory
+    (default 512 MiB); ``trust`` a list of public key files (``hoard
+    keygen``'s or OpenSSH's): the image must be signed by one of their
+    keys, and every block is checked against the signature before use.
+    Use it as a context manager, or call ``close()``. Raises
+    ``FileNotFoundError`` for a missing file and ``ImageError`` when it is
+    not a readable image (or not signed by a trusted key).
     """
 
-    def __init__(self, path, offset="auto", cache_size=None):
-        self._core = _hoard.Image(path, offset, cache_size)
+    def __init__(self, path, offset="auto", cache_size=None, trust=None):
+        if trust is not None:
+            trust = [os.fspath(t) for t in trust]
+        self._core = _hoard.Image(path, offset, cache_size, trust)
 
     def __enter__(self):
         return self
@@ -312,7 +317,8 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     ``"now"`` or an ISO 8601 date), keep_all_times, time_resolution
     (``"ms"``, ``"15min"``, ...), chmod, pack_metadata, no_history,
     no_history_timestamps, no_create_timestamp, no_section_index, recovery
-    (percent), header (bytes or a file path).
+    (percent), header (bytes or a file path), sign (a secret key file:
+    the image is signed with it).
 
     The per-stream options compression, window_size, window_step,
     max_lookback_blocks and order take a value for every category, a list
@@ -342,7 +348,8 @@ def rewrite(source, image_path, level=7, **options):
     "block", "metadata", "none"), compression (per category as for
     ``create``), metadata_compression, schema_compression, image_offset,
     pack_metadata, num_workers, memory_limit, no_history,
-    no_history_timestamps, no_section_index, recovery, header, and with
+    no_history_timestamps, no_section_index, recovery, header, sign (a
+    secret key file: the new image is signed with it), and with
     ``rebuild_metadata=True``: set_owner, set_group, set_time, chmod. The
     image records this call in its history.
     """

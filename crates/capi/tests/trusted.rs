@@ -1,0 +1,57 @@
+//! `hoard_open_trusted`: a signed image opens with its key trusted, and
+//! is refused unsigned or with another key.
+
+use hoard::{hoard_close, hoard_last_error, hoard_open_trusted, hoard_read};
+use std::ffi::{CStr, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn c(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).unwrap()
+}
+
+/// Opens `image` trusting `public`: Ok, or the error message.
+fn open(image: &Path, public: &Path) -> Result<Vec<u8>, String> {
+    let key = c(public);
+    let keys = [key.as_ptr()];
+    // SAFETY: NUL-terminated strings that outlive the calls.
+    unsafe {
+        let img = hoard_open_trusted(c(image).as_ptr(), keys.as_ptr(), keys.len(), 0);
+        if img.is_null() {
+            return Err(CStr::from_ptr(hoard_last_error())
+                .to_string_lossy()
+                .into_owned());
+        }
+        let mut buf = vec![0u8; 64];
+        let path = CString::new("/bench.sh").unwrap();
+        let n = hoard_read(img, path.as_ptr(), buf.as_mut_ptr().cast(), buf.len(), 0);
+        hoard_close(img);
+        buf.truncate(n.max(0) as usize);
+        Ok(buf)
+    }
+}
+
+#[test]
+fn signed_images_open_with_their_key_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = hoard_testdata::repo_images().join("compat/compat-v0.9.10.dwarfs");
+    let key = hoard_trust::SecretKey::generate().unwrap();
+    let (_, public) = key.write_pair(&dir.path().join("k"), "", false).unwrap();
+    let other = hoard_trust::SecretKey::generate().unwrap();
+    let (_, other_public) = other
+        .write_pair(&dir.path().join("other"), "", false)
+        .unwrap();
+    let signed = dir.path().join("signed.dwarfs");
+    hoard_writer::sign::sign_image(&image, &signed, &key, false).unwrap();
+
+    let unsigned = open(&image, &public).unwrap_err();
+    assert!(unsigned.contains("not signed"), "{unsigned}");
+    let untrusted = open(&signed, &other_public).unwrap_err();
+    assert!(untrusted.contains("not trusted"), "{untrusted}");
+    let plain = hoard_reader::Filesystem::open(&image, &Default::default()).unwrap();
+    let ino = plain.lookup_path("bench.sh").unwrap();
+    let mut want = vec![0u8; 64];
+    let n = plain.read(ino, 0, &mut want).unwrap();
+    want.truncate(n);
+    assert_eq!(open(&signed, &public).unwrap(), want);
+}

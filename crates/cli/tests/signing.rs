@@ -1,0 +1,404 @@
+//! Signed images: keys (hoard's and OpenSSH's), `sign`, `verify`, and
+//! reads checked against the signature (`--trust`) that refuse what an
+//! attacker changed, even with the section hashes made to match again.
+
+mod common;
+
+use common::{
+    create_image, dwarfs_bin, files_using_block, fuse_available, hoard, noise, run, skipped,
+    tampered, tool,
+};
+use hoard_format::section::SectionType;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// Files in the test tree, 40 KiB of noise each: with 64 KiB blocks,
+/// every block holds parts of two or three of them.
+const FILES: usize = 12;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    tree: PathBuf,
+    /// hoard's key pair.
+    key: PathBuf,
+    public: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(tree.join("sub")).unwrap();
+        for i in 0..FILES {
+            let sub = if i % 4 == 0 { "sub" } else { "" };
+            std::fs::write(
+                tree.join(sub).join(format!("f{i:02}")),
+                noise(40 << 10, i as u64 + 1),
+            )
+            .unwrap();
+        }
+        std::fs::write(tree.join("notes.txt"), b"signed notes\n").unwrap();
+        std::os::unix::fs::symlink("notes.txt", tree.join("link")).unwrap();
+        let name = dir.path().join("hoard");
+        ok(
+            &run(&["keygen", "-o", name.to_str().unwrap(), "-C", "tests"]),
+            "keygen",
+        );
+        Fixture {
+            key: dir.path().join("hoard.key"),
+            public: dir.path().join("hoard.pub"),
+            tree,
+            dir,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// An image of the tree, 64 KiB blocks, with `extra` options.
+    fn image(&self, name: &str, extra: &[&str]) -> PathBuf {
+        let mut args = vec!["-S", "16", "-l1"];
+        args.extend_from_slice(extra);
+        create_image(&self.tree, &self.path(name), &args)
+    }
+}
+
+fn ok(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The one-line error of a command that must fail.
+fn refused(out: &Output, what: &str) -> String {
+    assert_eq!(out.status.code(), Some(1), "{what} did not fail");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+    err
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `hoard verify IMAGE --trust PUB`.
+fn verify(image: &Path, public: &Path) -> Output {
+    run(&["verify", s(image), "--trust", s(public)])
+}
+
+/// The test tree's files of noise, as paths in the image.
+fn noise_files() -> Vec<String> {
+    (0..FILES)
+        .map(|i| format!("{}f{i:02}", if i % 4 == 0 { "sub/" } else { "" }))
+        .collect()
+}
+
+/// The files of the test tree with data in block `block` of `image`.
+fn files_in_block(image: &Path, block: u32) -> BTreeSet<String> {
+    files_using_block(image, &noise_files(), block)
+}
+
+#[test]
+fn keygen_sign_and_verify_with_hoard_and_openssh_keys() {
+    let fx = Fixture::new();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&fx.key).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let secret_line = std::fs::read_to_string(&fx.key).unwrap();
+    let secret = secret_line
+        .lines()
+        .last()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .to_string();
+
+    // `hoard sign` of an unsigned image, in place.
+    let image = fx.image("plain.dwarfs", &[]);
+    let unsigned = fx.path("unsigned.dwarfs");
+    std::fs::copy(&image, &unsigned).unwrap();
+    let out = run(&["sign", s(&image), "--key", s(&fx.key)]);
+    let said = ok(&out, "sign");
+    assert!(!said.contains(&secret) && !String::from_utf8_lossy(&out.stderr).contains(&secret));
+    ok(&verify(&image, &fx.public), "verify");
+    ok(
+        &run(&["check", "--full", s(&image)]),
+        "check of a signed image",
+    );
+
+    // `create --sign` with an OpenSSH key, as ssh-keygen makes it.
+    let ssh = fx.path("id_ed25519");
+    let made = std::process::Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "tests",
+            "-f",
+            s(&ssh),
+        ])
+        .output()
+        .unwrap();
+    ok(&made, "ssh-keygen");
+    let ssh_image = fx.image("ssh.dwarfs", &["--sign", s(&ssh)]);
+    let ssh_pub = fx.path("id_ed25519.pub");
+    ok(&verify(&ssh_image, &ssh_pub), "verify with the OpenSSH key");
+    let rewritten = fx.path("rewritten.dwarfs");
+    let out = run(&[
+        "rewrite",
+        s(&unsigned),
+        "-o",
+        s(&rewritten),
+        "--sign",
+        s(&ssh),
+        "--recovery",
+        "5",
+    ]);
+    ok(&out, "rewrite --sign");
+    ok(&verify(&rewritten, &ssh_pub), "verify of a rewritten image");
+    let listed = ok(
+        &run(&["ls", "-R", s(&ssh_image), "--trust", s(&ssh_pub)]),
+        "ls --trust",
+    );
+    assert!(listed.contains("f05"), "{listed}");
+
+    // A wrong key, an unsigned image: one-line refusals.
+    let err = refused(&verify(&ssh_image, &fx.public), "verify with the wrong key");
+    assert!(err.contains("not trusted"), "{err}");
+    let err = refused(
+        &verify(&unsigned, &fx.public),
+        "verify of an unsigned image",
+    );
+    assert!(err.contains("not signed"), "{err}");
+    let out = hoard()
+        .args(["cat", s(&unsigned), "notes.txt"])
+        .env("HOARD_TRUST", &fx.public)
+        .output()
+        .unwrap();
+    refused(&out, "cat of an unsigned image with HOARD_TRUST");
+    let out = hoard()
+        .args(["cat", s(&image), "notes.txt"])
+        .env("HOARD_TRUST", &fx.public)
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out, "cat with HOARD_TRUST"), "signed notes\n");
+
+    // A secret key others may read is used, with a warning.
+    std::fs::set_permissions(&fx.key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run(&[
+        "sign",
+        s(&unsigned),
+        "-o",
+        s(&fx.path("again.dwarfs")),
+        "--key",
+        s(&fx.key),
+    ]);
+    ok(&out, "sign with a shared key");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("accessible by others"));
+}
+
+#[test]
+fn a_tampered_block_fails_verify_and_only_the_reads_of_its_files() {
+    let fx = Fixture::new();
+    let image = fx.image("signed.dwarfs", &["--sign", s(&fx.key)]);
+    let block = 2;
+    let bad = tampered(
+        &image,
+        &fx.path("bad.dwarfs"),
+        SectionType::BLOCK,
+        block as usize,
+    );
+    let hit = files_in_block(&image, block);
+    assert!(!hit.is_empty() && hit.len() < FILES);
+
+    let err = String::from_utf8_lossy(&verify(&bad, &fx.public).stderr).into_owned();
+    assert!(err.contains("does not match the image signature"), "{err}");
+    assert_eq!(verify(&bad, &fx.public).status.code(), Some(1));
+
+    let original = |path: &str| std::fs::read(fx.tree.join(path)).unwrap();
+    let some_hit = hit.iter().next().unwrap();
+    let out = run(&["cat", s(&bad), some_hit, "--trust", s(&fx.public)]);
+    assert!(!out.status.success() && out.stdout.len() < original(some_hit).len());
+    if !fuse_available() {
+        skipped("FUSE is not available");
+        return;
+    }
+    // In the foreground, to see its log.
+    let mnt = fx.path("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let trust = format!("trust={}", s(&fx.public));
+    let mut driver = hoard()
+        .args(["mount", "-f", s(&bad), s(&mnt), "-o", &trust])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mount = common::FuseMount(mnt.clone());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_dir(&mnt).map_or(true, |mut d| d.next().is_none()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "mount did not come up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for _ in 0..2 {
+        for path in noise_files() {
+            match std::fs::read(mnt.join(&path)) {
+                Ok(bytes) => {
+                    assert!(
+                        !hit.contains(&path),
+                        "{path}: read despite its tampered block"
+                    );
+                    assert!(bytes == original(&path), "{path}: wrong bytes");
+                }
+                Err(e) => {
+                    assert!(hit.contains(&path), "{path}: {e}");
+                    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{path}");
+                }
+            }
+        }
+    }
+    assert_eq!(
+        std::fs::read(mnt.join("notes.txt")).unwrap(),
+        b"signed notes\n"
+    );
+    drop(mount);
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut driver.stderr.take().unwrap(), &mut log).unwrap();
+    let _ = driver.wait();
+    let lines = log.lines().filter(|l| l.contains("does not match")).count();
+    assert_eq!(lines, 1, "one log line for the block: {log}");
+}
+
+#[test]
+fn tampered_metadata_or_index_refuses_the_open() {
+    let fx = Fixture::new();
+    let image = fx.image("signed.dwarfs", &["--sign", s(&fx.key)]);
+    let metadata = tampered(&image, &fx.path("meta.dwarfs"), SectionType::METADATA_V2, 0);
+    // The index's own stored SHA-512/256 changed: its XXH3-64 still
+    // matches, so only the signature tells.
+    let mut bytes = std::fs::read(&image).unwrap();
+    let img = hoard_reader::Image::open(&image, &Default::default()).unwrap();
+    let index = img.find(SectionType::SECTION_INDEX).unwrap().offset as usize;
+    bytes[index + 20] ^= 0x01;
+    let index_image = fx.path("index.dwarfs");
+    std::fs::write(&index_image, bytes).unwrap();
+    ok(
+        &run(&["ls", s(&index_image)]),
+        "ls of the changed index without --trust",
+    );
+    for bad in [&metadata, &index_image] {
+        let err = refused(
+            &run(&["ls", s(bad), "--trust", s(&fx.public)]),
+            "ls --trust of tampered metadata",
+        );
+        assert!(err.contains("does not match the image signature"), "{err}");
+        refused(&verify(bad, &fx.public), "verify");
+    }
+}
+
+#[test]
+fn a_signed_stack_with_an_unsigned_layer_is_refused() {
+    let fx = Fixture::new();
+    let base = fx.image("base.dwarfs", &["--sign", s(&fx.key)]);
+    std::fs::write(fx.tree.join("notes.txt"), b"changed notes\n").unwrap();
+    let unsigned = fx.image("layer.dwarfs", &["--base", s(&base)]);
+    let signed = fx.image(
+        "signed-layer.dwarfs",
+        &["--base", s(&base), "--sign", s(&fx.key)],
+    );
+    let cat = |layer: &Path| {
+        run(&[
+            "cat",
+            s(&base),
+            "--layer",
+            s(layer),
+            "notes.txt",
+            "--trust",
+            s(&fx.public),
+        ])
+    };
+    assert_eq!(
+        ok(&cat(&signed), "cat of a signed stack"),
+        "changed notes\n"
+    );
+    let err = refused(&cat(&unsigned), "cat of a stack with an unsigned layer");
+    assert!(
+        err.contains("layer.dwarfs") && err.contains("not signed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn signatures_and_recovery_data_work_together_and_dwarfs_reads_signed_images() {
+    let fx = Fixture::new();
+    let image = fx.image("both.dwarfs", &["--sign", s(&fx.key), "--recovery", "5"]);
+    ok(&verify(&image, &fx.public), "verify");
+    ok(&run(&["check", "--full", s(&image)]), "check");
+    // Damage the recovery data repairs: reads go on, verify says so.
+    let mut bytes = std::fs::read(&image).unwrap();
+    for b in &mut bytes[4000..4100] {
+        *b ^= 0x5a;
+    }
+    let damaged = fx.path("damaged.dwarfs");
+    std::fs::write(&damaged, bytes).unwrap();
+    let out = run(&["cat", s(&damaged), "sub/f00", "--trust", s(&fx.public)]);
+    assert!(out.status.success(), "cat through the recovery data");
+    assert!(out.stdout == std::fs::read(fx.tree.join("sub/f00")).unwrap());
+    let out = verify(&damaged, &fx.public);
+    assert_eq!(out.status.code(), Some(1), "verify of a repairable image");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("damaged bytes"));
+    // `hoard sign` keeps the recovery data, rebuilt over the signature.
+    let resigned = fx.path("resigned.dwarfs");
+    ok(
+        &run(&["sign", s(&image), "-o", s(&resigned), "--key", s(&fx.key)]),
+        "sign again",
+    );
+    ok(&verify(&resigned, &fx.public), "verify again");
+    ok(&run(&["check", "--full", s(&resigned)]), "check again");
+
+    // The dwarfs crate, an independent reader, reads a signed image.
+    let file = std::fs::File::open(&image).unwrap();
+    let (index, mut archive) = dwarfs::Archive::new(file).expect("the dwarfs crate opens it");
+    let inode = index.get_path(["sub", "f04"]).unwrap();
+    let dwarfs::InodeKind::File(f) = inode.classify() else {
+        panic!("not a file");
+    };
+    let data = dwarfs::AsChunks::read_to_vec(&f, &mut archive).unwrap();
+    assert!(data == std::fs::read(fx.tree.join("sub/f04")).unwrap());
+    if dwarfs_bin().is_none() {
+        skipped("DwarFS 0.15.3 tools are not in ../shared");
+        return;
+    }
+    let signed_only = fx.image("signed.dwarfs", &["--sign", s(&fx.key)]);
+    for img in [&image, &signed_only] {
+        let out = tool("dwarfsck")
+            .args(["-i", s(img), "--check-integrity"])
+            .output()
+            .unwrap();
+        ok(&out, "dwarfsck --check-integrity");
+        let x = fx.path(&format!("x-{}", img.file_name().unwrap().to_str().unwrap()));
+        std::fs::create_dir(&x).unwrap();
+        let out = tool("dwarfsextract")
+            .args(["-i", s(img), "-o", s(&x)])
+            .output()
+            .unwrap();
+        ok(&out, "dwarfsextract");
+        for path in noise_files() {
+            assert!(
+                std::fs::read(x.join(&path)).unwrap()
+                    == std::fs::read(fx.tree.join(&path)).unwrap(),
+                "{path}"
+            );
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Verified reads of a signed image (`--trust`): the signature is checked
+//! once at open, then every section against its signed hash when it is
+//! loaded (see the hoard-trust crate).
+//!
+//! At open the image must carry a signature by a trusted key whose
+//! digest lists exactly the image's sections; the bytes before the first
+//! section and every section but blocks (the section index, the
+//! metadata, the history) are checked then, so tampered metadata or a
+//! tampered index fails the open. Blocks are checked at each load, before
+//! they are decompressed: a remote image still fetches only what is read,
+//! and a tampered block fails the reads that need it (logged once).
+
+use crate::error::{corrupt, Error, Result};
+use crate::image::Section;
+use crate::source::Source;
+use hoard_format::section::{SectionType, Version};
+use hoard_trust::{ImageDigest, PublicKey, Signature, TrustedKeys};
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// The signed digest of an opened image, against which loads are checked.
+#[derive(Debug)]
+pub struct Signed {
+    digest: ImageDigest,
+    key: PublicKey,
+    /// Where the signature section starts: it and the recovery data after
+    /// it are not in the digest (the signature section is compared whole
+    /// at open; see the README for the recovery data).
+    signature_offset: u64,
+    /// Offsets of the sections already reported as not matching.
+    reported: Mutex<HashSet<u64>>,
+}
+
+impl Signed {
+    /// Checks the signature of the image whose sections (as listed at
+    /// open) are `sections`, whose first section is at `offset` and
+    /// whose format is `version`; `payload` loads a section's payload
+    /// (XXH3-checked).
+    pub(crate) fn check(
+        source: &Source,
+        sections: &[Section],
+        offset: u64,
+        version: Version,
+        trusted: &TrustedKeys,
+        payload: impl Fn(&Section) -> Result<Vec<u8>>,
+    ) -> Result<Signed> {
+        let at = sections
+            .iter()
+            .position(|s| s.header.kind == hoard_trust::SECTION_TYPE)
+            .ok_or_else(|| {
+                corrupt!("the image is not signed, and --trust takes only signed images")
+            })?;
+        let section = &sections[at];
+        let signature = Signature::parse(&payload(section)?).map_err(trust_error)?;
+        signature.verify(trusted).map_err(trust_error)?;
+        let number = section.header.number.unwrap_or_default();
+        let raw = source.read(section.offset, section.end() - section.offset)?;
+        if *raw != signature.section(number, version) {
+            return Err(corrupt!("the signature section's header is damaged"));
+        }
+        let after = &sections[at + 1..];
+        if !(after.is_empty()
+            || (after.len() == 1 && after[0].header.kind == hoard_recovery::SECTION_TYPE))
+        {
+            return Err(corrupt!("sections follow the image signature"));
+        }
+        let digest = signature.digest;
+        let listed = &sections[..at];
+        let tiled = listed.len() == digest.sections.len()
+            && digest.prefix_len == offset
+            && listed
+                .iter()
+                .zip(&digest.sections)
+                .all(|(s, d)| s.offset == d.offset && s.end() == d.end());
+        if !tiled {
+            return Err(corrupt!("the image's sections are not the ones signed"));
+        }
+        let prefix = source.read(0, offset)?;
+        if hoard_trust::digest::hash(&prefix) != digest.prefix_hash {
+            return Err(corrupt!(
+                "the bytes before the image are not the ones signed"
+            ));
+        }
+        Ok(Signed {
+            digest,
+            key: signature.key,
+            signature_offset: section.offset,
+            reported: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Who signed the image.
+    pub fn key(&self) -> &PublicKey {
+        &self.key
+    }
+
+    /// Checks a section's header and payload against the signed digest;
+    /// a mismatch is logged once per section.
+    pub(crate) fn check_section(
+        &self,
+        section: &Section,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<()> {
+        if section.offset >= self.signature_offset {
+            return Ok(());
+        }
+        let size = (header.len() + payload.len()) as u64;
+        let matches = self.digest.section_at(section.offset).is_some_and(|d| {
+            d.size == size && d.hash == hoard_trust::digest::section_hash(header, payload)
+        });
+        if matches {
+            return Ok(());
+        }
+        let what = format!(
+            "{} section {} at offset {} does not match the image signature",
+            section.header.kind.name(),
+            section.header.number.unwrap_or_default(),
+            section.offset
+        );
+        let first = self
+            .reported
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(section.offset);
+        if first && section.header.kind == SectionType::BLOCK {
+            eprintln!("hoard: error: {what}: reads of the files in it fail");
+        }
+        Err(Error::Corrupt(what))
+    }
+}
+
+fn trust_error(e: hoard_trust::Error) -> Error {
+    Error::Corrupt(e.to_string())
+}

@@ -1,0 +1,41 @@
+//! Trust in hoard images: who signed an image, and whether its bytes are
+//! the ones signed.
+//!
+//! * [`keys`] — Ed25519 key pairs: hoard's own text format (written by
+//!   `hoard keygen`) and OpenSSH ed25519 keys (`ssh-keygen -t ed25519`).
+//!   Secret keys are zeroized when dropped and never printed.
+//! * [`digest`] — the image digest: the SHA-512/256 of every section of
+//!   the image (header and payload) and of any bytes before the first one.
+//! * [`signature`] — the signature section: a digest signed by one key,
+//!   appended to the image; verifying it against trusted keys.
+//!
+//! The crate sees an image as byte ranges; the writer and the reader tell
+//! it where the sections are.
+
+pub mod digest;
+pub mod keys;
+pub mod signature;
+
+pub use digest::{ImageDigest, SectionDigest};
+pub use keys::{PublicKey, SecretKey, TrustedKeys};
+pub use signature::{Signature, SECTION_TYPE};
+
+/// What can go wrong, as one line of text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A key file could not be read or written.
+    #[error("{0}")]
+    Io(String),
+    /// A key is malformed or of a kind hoard does not take.
+    #[error("{0}")]
+    Key(String),
+    /// A signature section is malformed.
+    #[error("{0}")]
+    Malformed(String),
+    /// A signature does not verify, or is by a key that is not trusted.
+    #[error("{0}")]
+    Untrusted(String),
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
