@@ -203,6 +203,7 @@ def measure_tool(tool: Mounter, archive: str, work: str, source: tuple, fio_file
             if r.ok:
                 out["read_s"] = r.wall
                 out["read_ok"] = (int(last[0]), int(last[1]), last[2]) == source
+                out["read_counts_ok"] = (int(last[0]), int(last[1])) == source[:2]
             else:
                 out["read_error"] = (
                     f"{'timed out' if r.timed_out else f'exit {r.rc}'} after {r.wall:.0f} s, "
@@ -251,11 +252,13 @@ def table(results: dict, tools: list) -> list:
                 text = (fmt(v) if v is not None else "failed" if r.get("error") else
                         "did not finish" if key == "read_s" and r.get("read_error") else "–")
                 if v is not None and t.id != "hoard" and ref.get(key):
-                    text += f" ×{v / ref[key]:.2f}"
+                    text += f" ×{num(v / ref[key])}"
                 cells.append(text)
             check = ("failed: " + r["error"] if r.get("error") else
                      "not read: " + r["read_error"] if r.get("read_error") else
-                     "same bytes" if r.get("read_ok") else "DIFFERENT")
+                     "same bytes" if r.get("read_ok") else
+                     "DIFFERENT (as many files and bytes: names or contents differ)"
+                     if r.get("read_counts_ok") else "DIFFERENT")
             lines.append(f"| {t.id} | .{kind} | " + " | ".join(cells) + f" | {check} |")
     return lines
 
