@@ -301,8 +301,8 @@ def run_fio(mnt: str, files: list, bs: str, settings: dict, log) -> dict | None:
     """Random reads of block size `bs` over `files` ([(path, size)]) under
     `mnt`, one job per thread, each reading settings['fio_io_size'][bs]
     bytes with O_DIRECT, so that every read reaches the driver and none
-    is answered by the page cache, however small the files; IOPS and
-    MiB/s. fio takes the files through short symbolic links, as it takes
+    is answered by the page cache, however small the files (or for at
+    most settings['fio_runtime'] seconds, if set); IOPS and MiB/s. fio takes the files through short symbolic links, as it takes
     at most 4096 characters of file names."""
     with tempfile.TemporaryDirectory(prefix="hoard-bench-fio-") as links:
         for i, (path, _) in enumerate(files):
@@ -314,6 +314,8 @@ def run_fio(mnt: str, files: list, bs: str, settings: dict, log) -> dict | None:
                 f"--io_size={settings['fio_io_size'][bs]}",
                 f"--numjobs={settings['threads']}", "--group_reporting",
                 "--output-format=json"]
+        if settings.get("fio_runtime"):
+            argv.append(f"--runtime={settings['fio_runtime']}")
         r = measure.run([argv], capture=True, log=log, timeout=settings["timeout"])
     if not r.ok:
         return None
