@@ -1,10 +1,8 @@
 //! Signing an image that exists (`hoard sign`): its bytes up to any
 //! earlier signature or recovery data are copied to a temporary file
-//! beside the output while its sections are hashed, the signature (and
-//! new recovery data of the same percent, when the image had some)
-//! appended, and the file renamed into place when complete. The image
-//! must not change while it is signed (as while it is read): a copy that
-//! differs from what was hashed fails `hoard verify`.
+//! beside the output, the signature (and new recovery data of the same
+//! percent, when the image had some) appended, and the file renamed into
+//! place when complete.
 
 use crate::{Error, Result};
 use hoard_format::section::{HeaderLayout, SectionType};
@@ -57,24 +55,16 @@ pub fn sign_image(input: &Path, output: &Path, key: &SecretKey, force: bool) -> 
         .map_err(|e| Error::io(dir, e))?;
     let io = |e| Error::io(output, e);
     let source = std::fs::File::open(input).map_err(|e| Error::io(input, e))?;
-    // The copy (in the kernel) runs while the sections are hashed.
-    let ranges: Vec<_> = signed.iter().map(|s| s.offset..s.end()).collect();
-    let (copied, digest) = std::thread::scope(|scope| {
-        let out = tmp.as_file_mut();
-        let copy = scope.spawn(|| std::io::copy(&mut (&source).take(end), out));
-        let digest = hoard_trust::digest::of_file(&source, image.offset(), &ranges);
-        let copied = copy
-            .join()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the copy panicked")));
-        (copied, digest)
-    });
-    let digest = digest.map_err(|e| Error::io(input, e))?;
-    if copied.map_err(io)? != end {
+    let copied = std::io::copy(&mut source.take(end), tmp.as_file_mut()).map_err(io)?;
+    if copied != end {
         return Err(Error::Input(format!(
             "{}: changed while it was read",
             input.display()
         )));
     }
+    let ranges: Vec<_> = signed.iter().map(|s| s.offset..s.end()).collect();
+    let digest =
+        hoard_trust::digest::of_file(tmp.as_file(), image.offset(), &ranges).map_err(io)?;
     let number = u32::try_from(count).map_err(|_| Error::Input("too many sections".into()))?;
     let section = Signature::sign(digest, key).section(number, image.version());
     let file = tmp.as_file_mut();
