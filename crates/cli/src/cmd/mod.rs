@@ -22,7 +22,7 @@ mod verify;
 use crate::args::{Command, ImageArgs, LayerArgs};
 use anyhow::{Context, Result};
 use hoard_reader::{Filesystem, FsOptions, OpenOptions, Stack};
-use hoard_writer::archive::cache::{is_packable_archive, ArchiveCache, Cached};
+use hoard_writer::archive::cache::{is_packable_archive, may_be_archive, ArchiveCache, Cached};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -89,14 +89,17 @@ pub fn open(args: &ImageArgs) -> Result<Filesystem> {
 /// packed first (with a progress display) when it is not there yet;
 /// anything else as it is.
 pub fn image_path(path: &Path, cache: &ArchiveCache) -> Result<PathBuf> {
-    if !is_packable_archive(path) {
+    if !may_be_archive(path) {
         return Ok(path.to_path_buf());
     }
-    let context = || format!("cannot pack archive '{}'", path.display());
-    let pack = match cache.lookup(path).with_context(context)? {
-        Cached::Ready(image) => return Ok(image),
-        Cached::ToPack(pack) => pack,
+    // The cache first: telling an archive (a zip's central directory,
+    // say) takes longer than finding its image.
+    let pack = match cache.lookup(path) {
+        Ok(Cached::Ready(image)) => return Ok(image),
+        Ok(Cached::ToPack(pack)) if is_packable_archive(path) => pack,
+        _ => return Ok(path.to_path_buf()),
     };
+    let context = || format!("cannot pack archive '{}'", path.display());
     eprintln!(
         "hoard: packing '{}' into '{}' (level {}; once per archive)",
         path.display(),

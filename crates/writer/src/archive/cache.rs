@@ -45,10 +45,10 @@ impl Default for ArchiveCache {
     }
 }
 
-/// Whether `path` is a local file that is an archive rather than an image:
-/// it does not start with DwarFS's magic, and libarchive reads a first
-/// member (or a valid empty archive) from it.
-pub fn is_packable_archive(path: &Path) -> bool {
+/// Whether `path` may be an archive: a local regular file that does not
+/// start with DwarFS's magic (an image with a header before it still
+/// may; [`is_packable_archive`] tells).
+pub fn may_be_archive(path: &Path) -> bool {
     let Ok(mut file) = std::fs::File::open(path) else {
         return false;
     };
@@ -56,10 +56,15 @@ pub fn is_packable_archive(path: &Path) -> bool {
         return false;
     }
     let mut magic = [0u8; 6];
-    if file.read_exact(&mut magic).is_ok() && &magic == b"DWARFS" {
-        return false;
-    }
-    hoard_archive::ArchiveReader::open_file(path).is_ok_and(|mut r| r.next_member().is_ok())
+    !(file.read_exact(&mut magic).is_ok() && &magic == b"DWARFS")
+}
+
+/// Whether `path` is a local file that is an archive rather than an image:
+/// [`may_be_archive`], and libarchive reads a first member (or a valid
+/// empty archive) from it.
+pub fn is_packable_archive(path: &Path) -> bool {
+    may_be_archive(path)
+        && hoard_archive::ArchiveReader::open_file(path).is_ok_and(|mut r| r.next_member().is_ok())
 }
 
 /// An archive's image in the cache, or what it takes to make it.
