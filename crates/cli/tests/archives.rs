@@ -572,23 +572,6 @@ fn bad_archives_are_refused_and_leave_no_image() {
 
 /// A ustar member: header (name, mode, owners, size, mtime, checksum,
 /// type) and one byte of data, padded.
-/// A ustar header for a member `name` of type `kind` and `size` bytes.
-fn ustar_header(name: &str, kind: u8, size: u64) -> [u8; 512] {
-    let mut h = [0u8; 512];
-    h[..name.len()].copy_from_slice(name.as_bytes());
-    h[100..108].copy_from_slice(b"0000644\0");
-    h[108..116].copy_from_slice(b"0000000\0");
-    h[116..124].copy_from_slice(b"0000000\0");
-    h[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
-    h[136..148].copy_from_slice(b"14510677540\0");
-    h[156] = kind;
-    h[257..263].copy_from_slice(b"ustar\0");
-    h[263..265].copy_from_slice(b"00");
-    h[148..156].fill(b' ');
-    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
-    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-    h
-}
 
 /// A ustar member holding the byte `x`.
 fn ustar_member(name: &str, kind: u8) -> Vec<u8> {

@@ -437,3 +437,27 @@ pub fn oracle_compare(
         other => panic!("{what}: unexpected kind {other:?}"),
     }
 }
+
+/// A ustar header for `name` of type `kind` claiming `size` bytes (sizes
+/// past the octal field in base-256).
+pub fn ustar_header(name: &str, kind: u8, size: u64) -> Vec<u8> {
+    let mut h = vec![0u8; 512];
+    h[..name.len()].copy_from_slice(name.as_bytes());
+    h[100..108].copy_from_slice(b"0000644\0");
+    h[108..116].copy_from_slice(b"0000000\0");
+    h[116..124].copy_from_slice(b"0000000\0");
+    if size < 0o77777777777 {
+        h[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
+    } else {
+        h[124] = 0x80;
+        h[128..136].copy_from_slice(&size.to_be_bytes());
+    }
+    h[136..148].copy_from_slice(b"14510677540\0");
+    h[156] = kind;
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    h
+}
