@@ -570,9 +570,6 @@ fn bad_archives_are_refused_and_leave_no_image() {
     }
 }
 
-/// A ustar member: header (name, mode, owners, size, mtime, checksum,
-/// type) and one byte of data, padded.
-
 /// A ustar member holding the byte `x`.
 fn ustar_member(name: &str, kind: u8) -> Vec<u8> {
     let mut member = ustar_header(name, kind, 1).to_vec();
