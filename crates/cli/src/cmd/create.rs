@@ -158,6 +158,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
             opaque_dirs: args.opaque_dirs,
             force_stack: args.force_stack,
             metacopy: args.metacopy,
+            refer_to_base: args.delta,
         });
     }
     if let Some(h) = &args.header {

@@ -1,0 +1,154 @@
+//! The base data a delta layer (`--base ... --delta`) is segmented
+//! against: every block of the base images, decompressed and indexed
+//! with the segmenter's rolling hash, so that a layer's new data becomes
+//! chunks pointing into the bases' blocks wherever the bytes are already
+//! there (see `hoard_reader::delta` for how they are numbered and read).
+//!
+//! While segmenting, reference block `k` (the bases' blocks counted one
+//! after the other, bottom first) is numbered [`FIRST_REFERENCE`]` + k`;
+//! [`renumber`] moves them past the layer's own blocks once their number
+//! is known.
+
+use crate::segment::{Bloom, Piece, PieceList, Roller, SegmentConfig, WideWindowIndex};
+use crate::{Error, Result};
+use hoard_format::xattrs::Xattr;
+use hoard_reader::delta::{encode_dependencies, Dependency, DEPENDS_XATTR};
+use hoard_reader::Stack;
+use rayon::prelude::*;
+
+/// The number of the first reference block while segmenting: past any
+/// block a layer has of its own.
+pub const FIRST_REFERENCE: u32 = 1 << 31;
+
+/// The base images' blocks, indexed.
+pub struct References {
+    blocks: Vec<Vec<u8>>,
+    window: usize,
+    step: usize,
+    /// Window hash -> reference block (high half) and offset (low half).
+    index: WideWindowIndex,
+    bloom: Bloom,
+}
+
+impl References {
+    /// Reads and indexes every block of the images of `base`, for
+    /// segmenters with `config`'s window and step; `names` are the
+    /// images' file names, bottom first.
+    pub fn load(base: &Stack, names: &[String], config: &SegmentConfig) -> Result<References> {
+        let (window, step) = (config.window, config.step.max(1));
+        let mut blocks = Vec::new();
+        for (fs, name) in base.layers().iter().zip(names) {
+            for b in 0..fs.block_count() as u32 {
+                let block = fs
+                    .block(b)
+                    .map_err(|e| Error::Input(format!("base image '{name}': {e}")))?;
+                blocks.push(block.to_vec());
+            }
+        }
+        if blocks.len() as u64 >= u64::from(FIRST_REFERENCE) {
+            return Err(Error::Input("the base images have too many blocks".into()));
+        }
+        let roller = Roller::new(window.max(1));
+        let hashes: Vec<Vec<(u32, u32)>> = blocks
+            .par_iter()
+            .map(|data| {
+                if window == 0 || data.len() < window {
+                    return Vec::new();
+                }
+                (0..=data.len() - window)
+                    .step_by(step)
+                    .map(|off| (roller.hash(&data[off..off + window]), off as u32))
+                    .collect()
+            })
+            .collect();
+        let entries: usize = hashes.iter().map(Vec::len).sum();
+        let mut index = WideWindowIndex::default();
+        index.reserve(entries);
+        let mut bloom = Bloom::new(entries);
+        // The top image's blocks first: the first window of a hash wins,
+        // and new data is most like the newest base.
+        for (k, list) in hashes.iter().enumerate().rev() {
+            for &(h, off) in list {
+                index.entry(h).or_insert((k as u64) << 32 | u64::from(off));
+                bloom.insert(h);
+            }
+        }
+        Ok(References {
+            blocks,
+            window,
+            step,
+            index,
+            bloom,
+        })
+    }
+
+    /// How many reference blocks there are.
+    pub fn len(&self) -> u32 {
+        self.blocks.len() as u32
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// Whether a segmenter with `config` may match against these.
+    pub(crate) fn fits(&self, config: &SegmentConfig) -> bool {
+        config.window == self.window && config.step.max(1) == self.step && self.window > 0
+    }
+
+    /// Whether a window of hash `h` may be in the references.
+    #[inline]
+    pub(crate) fn maybe(&self, h: u32) -> bool {
+        self.bloom.maybe(h)
+    }
+
+    /// The reference block and offset of a window of hash `h` whose bytes
+    /// are `window`.
+    pub(crate) fn lookup(&self, h: u32, window: &[u8]) -> Option<(u32, usize)> {
+        let v = *self.index.get(&h)?;
+        let (k, off) = ((v >> 32) as usize, (v as u32) as usize);
+        let data = self.blocks.get(k)?;
+        (data.get(off..off + window.len()) == Some(window))
+            .then_some((FIRST_REFERENCE + k as u32, off))
+    }
+
+    /// The bytes of reference block `number` (numbered from
+    /// [`FIRST_REFERENCE`]).
+    pub(crate) fn data(&self, number: u32) -> Option<&[u8]> {
+        let k = number.checked_sub(FIRST_REFERENCE)?;
+        self.blocks.get(k as usize).map(Vec::as_slice)
+    }
+}
+
+/// The root attribute of a layer on `base` (images named `names`, bottom
+/// first) listing the images it depends on ([`DEPENDS_XATTR`]).
+pub fn depends_xattr(base: &Stack, names: &[String]) -> Xattr {
+    let deps: Vec<Dependency> = base
+        .layers()
+        .iter()
+        .zip(names)
+        .map(|(fs, name)| Dependency {
+            identity: fs
+                .delta_identity()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            name: name.clone(),
+        })
+        .collect();
+    (DEPENDS_XATTR.to_vec(), encode_dependencies(&deps))
+}
+
+/// Moves the pieces in reference blocks past the layer's `own` blocks.
+pub fn renumber(pieces: &mut [PieceList], own: u32) {
+    for list in pieces {
+        for piece in list.iter_mut() {
+            if let Piece::Data { block, .. } = piece {
+                if *block >= FIRST_REFERENCE {
+                    *block = own + (*block - FIRST_REFERENCE);
+                }
+            }
+        }
+    }
+}
