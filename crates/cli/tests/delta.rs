@@ -192,3 +192,61 @@ fn dwarfs_refuses_a_delta_layer_and_reads_its_flattened_stack() {
     );
     assert_same_files(&d.new, &into);
 }
+
+#[test]
+fn a_chain_of_delta_layers_reads_exactly_past_the_depth_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tree, _) = versioned_trees(dir.path());
+    let mut images = vec![create_image(&tree, &dir.path().join("day00.dwarfs"), &[])];
+    // Eleven days (past the 8 images whose every block a layer uses):
+    // a log grows, a file is edited, one is added and one removed.
+    for day in 1..=11u64 {
+        let mut log = std::fs::read(tree.join("f01")).unwrap();
+        log.extend(format!("day {day}\n").as_bytes());
+        std::fs::write(tree.join("f01"), log).unwrap();
+        let mut edited = std::fs::read(tree.join("f02")).unwrap();
+        edited[day as usize * 1000] ^= 0xff;
+        std::fs::write(tree.join("f02"), edited).unwrap();
+        std::fs::write(tree.join(format!("new{day}")), noise(20_000, 100 + day)).unwrap();
+        let _ = std::fs::remove_file(tree.join(format!("new{}", day - 1)));
+        let mut args = vec![];
+        for image in &images {
+            args.extend(["--base", s(image)]);
+        }
+        args.push("--delta");
+        let name = dir.path().join(format!("day{day:02}.dwarfs"));
+        let layer = create_image(&tree, &name, &args);
+        assert!(std::fs::metadata(&layer).unwrap().len() < 20_000 + 8_000);
+        images.push(layer);
+    }
+    let mut stack = vec!["extract", s(&images[0])];
+    for image in &images[1..] {
+        stack.extend(["--layer", s(image)]);
+    }
+    let out_dir = dir.path().join("out");
+    stack.extend(["-o", s(&out_dir)]);
+    let out = run(&stack);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_same_files(&tree, &out_dir);
+    // Folded into a new base.
+    let folded = dir.path().join("folded.dwarfs");
+    let mut rewrite = vec!["rewrite"];
+    rewrite.extend(images.iter().map(|p| s(p)));
+    rewrite.extend(["-o", s(&folded)]);
+    let out = run(&rewrite);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["diff", s(&folded), s(&tree), "--ignore", "mtime_ns"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

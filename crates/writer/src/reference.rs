@@ -4,6 +4,16 @@
 //! chunks pointing into the bases' blocks wherever the bytes are already
 //! there (see `hoard_reader::delta` for how they are numbered and read).
 //!
+//! On a chain of more than [`FLATTENED_VIEW_DEPTH`] images, only the
+//! blocks the merged tree of the bases still reads (its flattened view)
+//! are matched against, not every block of the chain: the layer then
+//! never points at data of files deleted or replaced below it, so a
+//! full read of the top of a long chain decodes about what a read of its
+//! flattened image does, and the build holds only live data. Below the
+//! limit every block is used (a file restored to an older version finds
+//! it). `hoard rewrite BASE... LAYER -o NEW_BASE` folds a chain into one
+//! image to start the next one on.
+//!
 //! While segmenting, reference block `k` (the bases' blocks counted one
 //! after the other, bottom first) is numbered [`FIRST_REFERENCE`]` + k`;
 //! [`renumber`] moves them past the layer's own blocks once their number
@@ -13,12 +23,18 @@ use crate::segment::{Bloom, Piece, PieceList, Roller, SegmentConfig, WideWindowI
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
 use hoard_reader::delta::{encode_dependencies, Dependency, DEPENDS_XATTR};
-use hoard_reader::Stack;
+use hoard_reader::{Extent, FileKind, Stack, View, ViewExt};
 use rayon::prelude::*;
+use std::collections::HashSet;
+use std::sync::Arc;
 
 /// The number of the first reference block while segmenting: past any
 /// block a layer has of its own.
 pub const FIRST_REFERENCE: u32 = 1 << 31;
+
+/// The most images below a delta layer whose every block it is matched
+/// against; on deeper chains, only the blocks of their flattened view.
+pub const FLATTENED_VIEW_DEPTH: usize = 8;
 
 /// The base images' blocks, indexed.
 pub struct References {
@@ -36,9 +52,19 @@ impl References {
     /// images' file names, bottom first.
     pub fn load(base: &Stack, names: &[String], config: &SegmentConfig) -> Result<References> {
         let (window, step) = (config.window, config.step.max(1));
+        let live = if base.layers().len() > FLATTENED_VIEW_DEPTH {
+            Some(live_blocks(base).map_err(|e| Error::Input(format!("base images: {e}")))?)
+        } else {
+            None
+        };
         let mut blocks = Vec::new();
-        for (fs, name) in base.layers().iter().zip(names) {
+        for (layer, (fs, name)) in base.layers().iter().zip(names).enumerate() {
             for b in 0..fs.block_count() as u32 {
+                if live.as_ref().is_some_and(|l| !l.contains(&(layer, b))) {
+                    // Keeps the numbering; nothing matches an empty block.
+                    blocks.push(Vec::new());
+                    continue;
+                }
                 let block = fs
                     .block(b)
                     .map_err(|e| Error::Input(format!("base image '{name}': {e}")))?;
@@ -119,6 +145,28 @@ impl References {
         let k = number.checked_sub(FIRST_REFERENCE)?;
         self.blocks.get(k as usize).map(Vec::as_slice)
     }
+}
+
+/// The blocks (layer, block) the regular files of `base`'s merged tree
+/// read.
+fn live_blocks(base: &Stack) -> hoard_reader::Result<HashSet<(usize, u32)>> {
+    let layers = base.layers();
+    let mut live = HashSet::new();
+    for node in base.walk(base.root(), b"")? {
+        if node.kind != FileKind::Regular {
+            continue;
+        }
+        let at = base.locate(node.ino)?;
+        let Some(layer) = layers.iter().position(|fs| Arc::ptr_eq(fs, &at.fs)) else {
+            continue;
+        };
+        for e in at.fs.extents(at.ino)? {
+            if let Extent::Data { block, .. } = e {
+                live.insert(at.fs.lower_block(block).unwrap_or((layer, block)));
+            }
+        }
+    }
+    Ok(live)
 }
 
 /// The root attribute of a layer on `base` (images named `names`, bottom
