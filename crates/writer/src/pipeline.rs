@@ -348,7 +348,14 @@ pub fn create(
     let references = match (&base, streams.plans.first()) {
         (Some(base), Some(plan)) => {
             progress.set(Phase::Comparing);
-            Some(References::load(&base.stack, &base.names, &plan.config)?)
+            // Half the memory limit: the other half is the build's.
+            let budget = options.memory_limit / 2;
+            Some(References::load(
+                &base.stack,
+                &base.names,
+                &plan.config,
+                budget,
+            )?)
         }
         _ => None,
     };

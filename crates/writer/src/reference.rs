@@ -4,6 +4,10 @@
 //! chunks pointing into the bases' blocks wherever the bytes are already
 //! there (see `hoard_reader::delta` for how they are numbered and read).
 //!
+//! The blocks are held in memory, decompressed: as many as half the
+//! build's memory limit holds, the top image's first (the new data is
+//! most like the newest base).
+//!
 //! On a chain of more than [`FLATTENED_VIEW_DEPTH`] images, only the
 //! blocks the merged tree of the bases still reads (its flattened view)
 //! are matched against, not every block of the chain: the layer then
@@ -47,20 +51,48 @@ pub struct References {
 }
 
 impl References {
-    /// Reads and indexes every block of the images of `base`, for
-    /// segmenters with `config`'s window and step; `names` are the
-    /// images' file names, bottom first.
-    pub fn load(base: &Stack, names: &[String], config: &SegmentConfig) -> Result<References> {
+    /// Reads and indexes the blocks of the images of `base` (see the
+    /// module doc), the top image's first, as many as `budget` bytes
+    /// hold, for segmenters with `config`'s window and step; `names` are
+    /// the images' file names, bottom first.
+    pub fn load(
+        base: &Stack,
+        names: &[String],
+        config: &SegmentConfig,
+        budget: u64,
+    ) -> Result<References> {
         let (window, step) = (config.window, config.step.max(1));
+        let total: u64 = base.layers().iter().map(|fs| fs.block_count() as u64).sum();
+        if total >= u64::from(FIRST_REFERENCE) {
+            return Err(Error::Input("the base images have too many blocks".into()));
+        }
         let live = if base.layers().len() > FLATTENED_VIEW_DEPTH {
             Some(live_blocks(base).map_err(|e| Error::Input(format!("base images: {e}")))?)
         } else {
             None
         };
+        let used = |layer: usize, b: u32| live.as_ref().is_none_or(|l| l.contains(&(layer, b)));
+        // The blocks kept are those from `cut` on, in (image, block)
+        // order: the top image's first, as many as the budget holds.
+        let mut left = budget;
+        let mut cut = (0, 0);
+        'fill: for (layer, fs) in base.layers().iter().enumerate().rev() {
+            for b in (0..fs.block_count() as u32).rev() {
+                if !used(layer, b) {
+                    continue;
+                }
+                let size = u64::from(fs.block_size());
+                if size > left {
+                    cut = (layer, b + 1);
+                    break 'fill;
+                }
+                left -= size;
+            }
+        }
         let mut blocks = Vec::new();
         for (layer, (fs, name)) in base.layers().iter().zip(names).enumerate() {
             for b in 0..fs.block_count() as u32 {
-                if live.as_ref().is_some_and(|l| !l.contains(&(layer, b))) {
+                if (layer, b) < cut || !used(layer, b) {
                     // Keeps the numbering; nothing matches an empty block.
                     blocks.push(Vec::new());
                     continue;
@@ -70,9 +102,6 @@ impl References {
                     .map_err(|e| Error::Input(format!("base image '{name}': {e}")))?;
                 blocks.push(block.to_vec());
             }
-        }
-        if blocks.len() as u64 >= u64::from(FIRST_REFERENCE) {
-            return Err(Error::Input("the base images have too many blocks".into()));
         }
         let roller = Roller::new(window.max(1));
         let hashes: Vec<Vec<(u32, u32)>> = blocks
