@@ -185,7 +185,7 @@ def patch_size(base_tar: str, new_tar: str, work: str, level: int) -> int:
     """Bytes of `zstd -LEVEL --long --patch-from=BASE_TAR NEW_TAR`."""
     out = os.path.join(work, "patch.zst")
     window = max(27, (max(os.path.getsize(base_tar), os.path.getsize(new_tar)) - 1).bit_length())
-    subprocess.run(["zstd", "-q", "-f", f"-{level}", f"--long={window}",
+    subprocess.run(["zstd", "-q", "-f", "-T0", f"-{level}", f"--long={window}",
                     f"--patch-from={base_tar}", new_tar, "-o", out], check=True)
     size = os.path.getsize(out)
     os.remove(out)

@@ -123,6 +123,13 @@ fn a_delta_layer_reads_only_on_its_base() {
         err.contains("'base.dwarfs'") && err.contains("another image"),
         "{err}"
     );
+    // Alone, `check` verifies what it holds itself.
+    let out = run(&["check", "--full", layer]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // `info` names it.
     let out = run(&["info", layer]);
     let info = String::from_utf8_lossy(&out.stdout);

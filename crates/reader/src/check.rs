@@ -4,7 +4,8 @@
 //! metadata: it decodes in full and its tables agree, a sound directory tree (valid, sorted, unique names; each
 //! directory entered once with the right parent), every inode reachable,
 //! every chunk inside its block. A full check also decompresses every block
-//! and reads every file, naming each file that cannot be read. An image with recovery data is read through it,
+//! and reads every file, naming each file that cannot be read (not for a
+//! delta layer alone, whose files read only on its bases). An image with recovery data is read through it,
 //! and the damage it finds is reported (see [`crate::damage`]). Problems
 //! are collected as one-line messages.
 
@@ -183,6 +184,9 @@ fn check_data(fs: &Filesystem, report: &mut Report) {
         .filter_map(|b| fs.block(b).err().map(|e| e.to_string()))
         .collect();
     report.problems.extend(problems);
+    if fs.needs_bases() {
+        return;
+    }
     let files = match fs.files_in_data_order() {
         Ok(f) => f,
         Err(e) => {

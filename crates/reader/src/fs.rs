@@ -296,15 +296,16 @@ impl Filesystem {
     }
 
     /// The identity a delta layer records of the images it depends on:
-    /// the SHA-256 of [`Filesystem::identity`] and of the place and size
-    /// of every block, so that an image with the same metadata but other
-    /// blocks is another image.
+    /// the SHA-256 of [`Filesystem::identity`] and of the place (from the
+    /// image's start) and size of every block, so that an image with the
+    /// same metadata but other blocks is another image.
     pub fn delta_identity(&self) -> [u8; 32] {
         use sha2::Digest;
         let mut h = sha2::Sha256::new();
         h.update(self.identity());
         for b in &self.blocks {
-            h.update(b.offset.to_le_bytes());
+            // From the image's start: the same with a header before it.
+            h.update(b.offset.saturating_sub(self.image.offset()).to_le_bytes());
             h.update(b.header.length.to_le_bytes());
         }
         h.finalize().into()
@@ -327,6 +328,12 @@ impl Filesystem {
             .find(|(n, _)| *n == DEPENDS_XATTR)
             .ok_or_else(|| corrupt!("delta layer without its list of base images"))?;
         decode_dependencies(value)
+    }
+
+    /// Whether this is a delta layer not given its bases: its files do
+    /// not read.
+    pub fn needs_bases(&self) -> bool {
+        self.is_delta() && self.lower.get().is_none()
     }
 
     /// Gives a delta layer the images below it, bottom first (their
@@ -877,13 +884,17 @@ impl Filesystem {
     }
 
     /// Checks chunk `index` of a delta layer, which names block `block`
-    /// of an image below it.
+    /// of an image below it (only its size can be told of a layer alone:
+    /// reading it fails, see [`Filesystem::block_until`]).
     fn lower_extent(&self, index: usize, block: u32, offset: u32, size: u32) -> Result<Extent> {
-        let lower = self.lower.get().ok_or_else(|| {
-            Error::Unsupported(
-                "a delta layer reads only on its base images (stack it on them)".into(),
-            )
-        })?;
+        let data = Extent::Data {
+            block,
+            offset,
+            size,
+        };
+        let Some(lower) = self.lower.get() else {
+            return Ok(data);
+        };
         let (_, fs, _) = lower
             .locate(block)
             .ok_or_else(|| corrupt!("chunk {index}: block {block} is in no image below"))?;
@@ -892,11 +903,7 @@ impl Filesystem {
                 "chunk {index} (block {block}, offset {offset}, size {size}) is outside its block"
             ));
         }
-        Ok(Extent::Data {
-            block,
-            offset,
-            size,
-        })
+        Ok(data)
     }
 
     /// The extents of regular file `ino`, in file order.
@@ -931,6 +938,11 @@ impl Filesystem {
     pub fn block_until(&self, number: u32, end: usize) -> Result<Block> {
         if let Some((_, fs, block)) = self.lower_of(number) {
             return fs.block_until(block, end);
+        }
+        if number as usize >= self.blocks.len() && self.needs_bases() {
+            return Err(Error::Unsupported(
+                "a delta layer reads only on its base images (stack it on them)".into(),
+            ));
         }
         let section = self
             .blocks
