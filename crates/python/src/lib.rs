@@ -1,6 +1,6 @@
 //! `hoard._hoard`, the compiled part of the Python package `hoard`: a thin
-//! layer over hoard-reader ([`image::Image`]) and hoard-writer
-//! ([`build::create`], [`build::rewrite`]) that converts arguments and
+//! layer over hoard-reader (`image::Image`) and hoard-writer
+//! (`build::create`, `build::rewrite`) that converts arguments and
 //! results and releases the GIL while the Rust code runs. The Python half
 //! (`python/hoard`) adds what is most natural in Python: `os.stat_result`,
 //! file objects, `walk`, the fsspec file system.
