@@ -139,6 +139,36 @@ fn a_thousand_images_mount_lazily_in_one_bounded_process() {
 }
 
 #[test]
+fn a_thousand_images_named_one_by_one_at_long_paths_mount() {
+    if !fuse_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = images(dir.path(), 1);
+    let images = dir.path().join("images");
+    let first = images.join("img0000.dwarfs");
+    // Paths of 60 characters: 60,000 bytes joined, far past the page
+    // mount(2) takes.
+    let pad = 60 - images.join("0000.dwarfs").to_str().unwrap().len();
+    let paths: Vec<PathBuf> = (0..1000)
+        .map(|i| images.join(format!("{}{i:04}.dwarfs", "l".repeat(pad))))
+        .collect();
+    for p in &paths {
+        assert_eq!(p.to_str().unwrap().len(), 60);
+        std::fs::hard_link(&first, p).unwrap();
+    }
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let mnt = dir.path().join("mnt");
+    let _m = mount_each(&refs, &mnt, "cachesize=8m");
+    assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 1000);
+    for i in [0, 499, 999] {
+        let sub = mnt.join(format!("{}{i:04}", "l".repeat(pad)));
+        assert_eq!(std::fs::read(sub.join("hello")).unwrap(), b"hello\n");
+        assert!(std::fs::read(sub.join("sub/data")).unwrap() == data);
+    }
+}
+
+#[test]
 fn idle_images_are_closed_and_reopened() {
     if !fuse_available() {
         return;

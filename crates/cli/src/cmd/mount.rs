@@ -136,12 +136,7 @@ fn serve(
     });
     hoard_fuse::driver::check_mountpoint(args.mountpoint()).map_err(anyhow::Error::msg)?;
     let view = open_view(args, options, archives, trusted)?;
-    let fsname = args
-        .images()
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(":");
+    let fsname = mount_source(args.images());
     hoard_fuse::serve(view, &fsname, args.mountpoint(), options, |m| {
         *mounted.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
         ready(());
@@ -182,6 +177,35 @@ fn open_view(
         }
     };
     Ok(Arc::new(set))
+}
+
+/// The longest source name handed to mount(2): the kernel takes the
+/// source and the options together in one page, so the images' paths
+/// joined must not grow with their number.
+const MOUNT_SOURCE_MAX: usize = 256;
+
+/// The source shown in the mount table for `images`: their paths joined
+/// with `:` while short, else the first image's file name and how many
+/// more (the driver holds the images itself; nothing else needs the list).
+fn mount_source(images: &[PathBuf]) -> String {
+    let joined = images
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
+    if joined.len() <= MOUNT_SOURCE_MAX {
+        return joined;
+    }
+    let first = images
+        .first()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| n.len() <= MOUNT_SOURCE_MAX / 2)
+        .unwrap_or_else(|| "hoard".to_string());
+    match images.len() {
+        0 | 1 => first,
+        n => format!("{first}+{}", n - 1),
+    }
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {
@@ -228,5 +252,24 @@ pub fn umount(args: &UmountArgs) -> Result<u8> {
                 bail!("cannot unmount '{}'", args.mountpoint.display())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mount_source_stays_short_whatever_the_images() {
+        let few = [PathBuf::from("/a/b.dwarfs"), PathBuf::from("/c.dwarfs")];
+        assert_eq!(mount_source(&few), "/a/b.dwarfs:/c.dwarfs");
+        let many: Vec<PathBuf> = (0..1000)
+            .map(|i| PathBuf::from(format!("/data/images/img{i:04}.dwarfs")))
+            .collect();
+        assert_eq!(mount_source(&many), "img0000.dwarfs+999");
+        let long = [PathBuf::from(format!("/{}", "x".repeat(300)))];
+        assert_eq!(mount_source(&long), "hoard");
+        let long_dir = [PathBuf::from(format!("/{}/i.dwarfs", "d".repeat(300)))];
+        assert_eq!(mount_source(&long_dir), "i.dwarfs");
     }
 }
