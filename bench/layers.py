@@ -16,9 +16,22 @@
    all N images (each opened image costs a little; the block cache is
    bounded by `cachesize`).
 
+3. Delta layers (`--base ... --delta`) on two workloads, against
+   today's `--base` layer, `zstd -19 --long --patch-from` and restic (when
+   installed): `versions` (a directory of releases, `--releases DIR`: a
+   base of the first half, a layer adding the second half) and `daily`
+   (`--files` files over `--days` snapshots, each day 1% of the files
+   changed by an append or a small edit, 0.2% added, 0.1% removed; each
+   day a layer on all the days before). Size, build time and peak memory,
+   and the cold full read (`hoard manifest`, which reads and hashes every
+   file, in a new process: its block cache empty; the best of three) of
+   the stack against a flat image of the same tree.
+
     bench/layers.py                          # quick versions corpus, 1,000 images
     bench/layers.py --full --level 9         # the 40-release corpus
     bench/layers.py --images 5000 --cachesize 64m --skip-chain
+    bench/layers.py --skip-chain --skip-each --delta versions --releases DIR
+    bench/layers.py --skip-chain --skip-each --delta daily --files 20000 --days 30
 
 Run as root (FUSE). Python 3 standard library only; uses the corpora and
 the measuring of the rest of the suite.
@@ -142,6 +155,225 @@ def each(hoard: str, count: int, cachesize: str, work: str) -> None:
           "(images are read, not mapped: no image pages stay mapped)\n")
 
 
+def tree_of(dirs: list, into: str) -> str:
+    """A directory holding hard links of each of `dirs`, by base name."""
+    os.makedirs(into)
+    for d in dirs:
+        subprocess.run(["cp", "-al", d, os.path.join(into, os.path.basename(d))], check=True)
+    return into
+
+
+def create(hoard: str, tree: str, out: str, level: int, *extra) -> measure.Sample:
+    made = measure.run([[hoard, "create", "-i", tree, "-o", out, "-l", str(level),
+                         "--no-progress", "-f", *extra]])
+    if not made.ok:
+        raise SystemExit(f"hoard create {' '.join(extra)} failed for {tree}")
+    return made
+
+
+def full_read(hoard: str, images: list, work: str) -> measure.Sample:
+    """Reads every file of the stack of `images` (bottom first) in a new
+    process: `hoard manifest`, which hashes each (and writes nothing)."""
+    layers = [a for i in images[1:] for a in ("--layer", i)]
+    runs = [measure.run([[hoard, "manifest", images[0], *layers]]) for _ in range(3)]
+    if not all(r.ok for r in runs):
+        raise SystemExit(f"hoard manifest of {images[-1]} failed")
+    return min(runs, key=lambda r: r.wall)
+
+
+def patch_size(base_tar: str, new_tar: str, work: str, level: int) -> int:
+    """Bytes of `zstd -LEVEL --long --patch-from=BASE_TAR NEW_TAR`."""
+    out = os.path.join(work, "patch.zst")
+    window = max(27, (max(os.path.getsize(base_tar), os.path.getsize(new_tar)) - 1).bit_length())
+    subprocess.run(["zstd", "-q", "-f", f"-{level}", f"--long={window}",
+                    f"--patch-from={base_tar}", new_tar, "-o", out], check=True)
+    size = os.path.getsize(out)
+    os.remove(out)
+    return size
+
+
+def tar_of(tree: str, names: list, out: str) -> str:
+    subprocess.run(["tar", "-C", tree, "-cf", out, *names], check=True)
+    return out
+
+
+class Restic:
+    """A restic repository (None when restic is not installed)."""
+
+    def __init__(self, work: str):
+        self.repo = os.path.join(work, "restic")
+        # A throwaway repository of the bench: its password is no secret.
+        self.env = dict(os.environ, RESTIC_REPOSITORY=self.repo, RESTIC_PASSWORD="bench")
+        subprocess.run(["restic", "init", "-q"], env=self.env, check=True,
+                       stdout=subprocess.DEVNULL)
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("restic") is not None
+
+    def size(self) -> int:
+        return sum(os.path.getsize(os.path.join(d, f))
+                   for d, _, files in os.walk(self.repo) for f in files)
+
+    def backup(self, tree: str) -> tuple:
+        """(repository growth in bytes, seconds) of a backup of `tree`."""
+        before = self.size()
+        done = measure.run([["restic", "backup", "-q", "."]], cwd=tree, env=self.env)
+        if not done.ok:
+            raise SystemExit(f"restic backup of {tree} failed")
+        return self.size() - before, done.wall
+
+
+def delta_versions(hoard: str, level: int, releases_dir: str, work: str) -> None:
+    if releases_dir:
+        releases = [os.path.join(releases_dir, r) for r in os.listdir(releases_dir)]
+    else:
+        corpus = corpora.prepare("versions", True, corpora.cache_dir(), log=lambda *x: None)
+        releases = [os.path.join(corpus.tree, r) for r in os.listdir(corpus.tree)]
+    releases.sort(key=lambda d: [int(x) if x.isdigit() else x
+                                 for x in os.path.basename(d).replace("-", ".").split(".")])
+    half = len(releases) // 2
+    base_tree = tree_of(releases[:half], os.path.join(work, "base-tree"))
+    all_tree = tree_of(releases, os.path.join(work, "all-tree"))
+    base = os.path.join(work, "base.dwarfs")
+    create(hoard, base_tree, base, level)
+    rows = []
+    plain = os.path.join(work, "plain.dwarfs")
+    made = create(hoard, all_tree, plain, level, "--base", base)
+    rows.append(("`--base` layer (today)", os.path.getsize(plain), made, full_read(hoard, [base, plain], work)))
+    delta = os.path.join(work, "delta.dwarfs")
+    made = create(hoard, all_tree, delta, level, "--base", base, "--delta")
+    rows.append(("`--base --delta` layer", os.path.getsize(delta), made, full_read(hoard, [base, delta], work)))
+    flat = os.path.join(work, "flat.dwarfs")
+    made = create(hoard, all_tree, flat, level)
+    rows.append(("flat image of all releases (for the read)", os.path.getsize(flat), made,
+                 full_read(hoard, [flat], work)))
+    names = [os.path.basename(r) for r in releases]
+    base_tar = tar_of(all_tree, names[:half], os.path.join(work, "base.tar"))
+    new_tar = tar_of(all_tree, names[half:], os.path.join(work, "new.tar"))
+    start = time.monotonic()
+    patch = patch_size(base_tar, new_tar, work, 19)
+    patch_s = time.monotonic() - start
+    print(f"### Delta layers, `versions`: {half} releases over {len(releases) - half} "
+          f"({names[0]} ... {names[-1]}, `-l {level}`)\n")
+    print("| | size | vs `--base` layer | build | build memory | stack cold full read | read memory |")
+    print("|---|---|---|---|---|---|---|")
+    today = rows[0][1]
+    for what, size, made, read in rows:
+        print(f"| {what} | {mib(size)} | {size / today:.2f}x | {made.wall:.2f} s | "
+              f"{made.rss_kib / 1024:.0f} MiB | {read.wall:.2f} s | {read.rss_kib / 1024:.0f} MiB |")
+    print(f"| `zstd -19 --long --patch-from` (new releases' tar on the base's) | {mib(patch)} | "
+          f"{patch / today:.2f}x | {patch_s:.2f} s | | | |")
+    if Restic.available():
+        restic = Restic(work)
+        restic.backup(base_tree)
+        grown, took = restic.backup(all_tree)
+        print(f"| restic: repository growth | {mib(grown)} | {grown / today:.2f}x | {took:.2f} s | | | |")
+    print()
+
+
+def daily_day(tree: str, rng, day: int, live: list, next_id: list) -> None:
+    """Changes `tree` as one day does: 1% of the files appended to or
+    edited, 0.2% added, 0.1% removed."""
+    n = len(live)
+    for name in rng.sample(live, max(1, n // 100)):
+        path = os.path.join(tree, name)
+        if rng.random() < 0.5:
+            with open(path, "ab") as f:
+                f.write(f"day {day}: {rng.getrandbits(64):x} appended\n".encode() * rng.randint(1, 20))
+        else:
+            with open(path, "r+b") as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(rng.randrange(max(1, size)))
+                f.write(f"edit {day}".encode())
+    for _ in range(max(1, n // 500)):
+        live.append(daily_file(tree, rng, next_id))
+    for name in rng.sample(live, max(1, n // 1000)):
+        os.remove(os.path.join(tree, name))
+        live.remove(name)
+
+
+def daily_file(tree: str, rng, next_id: list) -> str:
+    """A new text-like file of 1 to 16 KiB (a few larger); its name."""
+    i = next_id[0]
+    next_id[0] += 1
+    name = os.path.join(f"d{i % 97:02d}", f"file{i:06d}.txt")
+    os.makedirs(os.path.join(tree, os.path.dirname(name)), exist_ok=True)
+    words = [f"w{rng.randrange(5000)}" for _ in range(200)]
+    size = rng.randint(1 << 10, 16 << 10) * (16 if rng.random() < 0.01 else 1)
+    text = []
+    length = 0
+    while length < size:
+        line = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14))) + "\n"
+        text.append(line)
+        length += len(line)
+    with open(os.path.join(tree, name), "w") as f:
+        f.write("".join(text))
+    return name
+
+
+def delta_daily(hoard: str, level: int, files: int, days: int, work: str) -> None:
+    import random
+    rng = random.Random(37)
+    tree = os.path.join(work, "tree")
+    os.makedirs(tree)
+    next_id = [0]
+    live = [daily_file(tree, rng, next_id) for _ in range(files)]
+    first = os.path.join(work, "day00.dwarfs")
+    create(hoard, tree, first, level)
+    plain, delta = [first], [first]
+    sizes = {"plain": 0, "delta": 0, "patch": 0, "restic": 0}
+    times = {"plain": 0.0, "delta": 0.0, "patch": 0.0, "restic": 0.0}
+    peak = {"plain": 0, "delta": 0}
+    restic = Restic(work) if Restic.available() else None
+    if restic:
+        restic.backup(tree)
+    prev_tar = tar_of(tree, ["."], os.path.join(work, "prev.tar"))
+    for day in range(1, days + 1):
+        daily_day(tree, rng, day, live, next_id)
+        for kind, chain, extra in (("plain", plain, []), ("delta", delta, ["--delta"])):
+            out = os.path.join(work, f"{kind}{day:02d}.dwarfs")
+            bases = [a for b in chain for a in ("--base", b)]
+            made = create(hoard, tree, out, level, "--trust-mtime", *bases, *extra)
+            chain.append(out)
+            sizes[kind] += os.path.getsize(out)
+            times[kind] += made.wall
+            peak[kind] = max(peak[kind], made.rss_kib)
+        tar = tar_of(tree, ["."], os.path.join(work, "day.tar"))
+        start = time.monotonic()
+        sizes["patch"] += patch_size(prev_tar, tar, work, 19)
+        times["patch"] += time.monotonic() - start
+        os.replace(tar, prev_tar)
+        if restic:
+            grown, took = restic.backup(tree)
+            sizes["restic"] += grown
+            times["restic"] += took
+    flat = os.path.join(work, "flat.dwarfs")
+    create(hoard, tree, flat, level)
+    reads = {"plain": full_read(hoard, plain, work), "delta": full_read(hoard, delta, work),
+             "flat": full_read(hoard, [flat], work)}
+    print(f"### Delta layers, `daily`: {files:,} files, {days} daily layers (`-l {level}`, "
+          "`--trust-mtime`)\n")
+    print(f"day 0 image: {mib(os.path.getsize(first))}; flat image of day {days}: "
+          f"{mib(os.path.getsize(flat))}\n")
+    print(f"| | {days} days together | vs `--base` layers | build, all days | peak build memory "
+          f"| day {days} cold full read | read memory |")
+    print("|---|---|---|---|---|---|---|")
+    today = sizes["plain"]
+    for kind, what in (("plain", "`--base` layers (today)"), ("delta", "`--base --delta` layers")):
+        r = reads[kind]
+        print(f"| {what} | {mib(sizes[kind])} | {sizes[kind] / today:.2f}x | {times[kind]:.1f} s | "
+              f"{peak[kind] / 1024:.0f} MiB | {r.wall:.2f} s | {r.rss_kib / 1024:.0f} MiB |")
+    r = reads["flat"]
+    print(f"| flat image of day {days} | | | | | {r.wall:.2f} s | {r.rss_kib / 1024:.0f} MiB |")
+    print(f"| `zstd -19 --long --patch-from` of each day's tar on the day before | "
+          f"{mib(sizes['patch'])} | {sizes['patch'] / today:.2f}x | {times['patch']:.1f} s | | | |")
+    if restic:
+        print(f"| restic: repository growth | {mib(sizes['restic'])} | "
+              f"{sizes['restic'] / today:.2f}x | {times['restic']:.1f} s | | | |")
+    print()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="the full versions corpus")
@@ -152,6 +384,11 @@ def main() -> int:
     ap.add_argument("--whole-files", action="store_true",
                     help="no --metacopy: a file whose time changed goes into its layer whole")
     ap.add_argument("--skip-each", action="store_true")
+    ap.add_argument("--delta", action="append", choices=["versions", "daily"], default=[],
+                    help="delta layer workloads to run")
+    ap.add_argument("--releases", help="versions: a directory of release directories")
+    ap.add_argument("--files", type=int, default=20000)
+    ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--hoard", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")), "release", "hoard"))
     a = ap.parse_args()
@@ -163,6 +400,12 @@ def main() -> int:
         if not a.skip_each:
             os.makedirs(os.path.join(work, "each"))
             each(a.hoard, a.images, a.cachesize, os.path.join(work, "each"))
+        if "versions" in a.delta:
+            os.makedirs(os.path.join(work, "versions"))
+            delta_versions(a.hoard, a.level, a.releases, os.path.join(work, "versions"))
+        if "daily" in a.delta:
+            os.makedirs(os.path.join(work, "daily"))
+            delta_daily(a.hoard, a.level, a.files, a.days, os.path.join(work, "daily"))
     return 0
 
 

@@ -215,6 +215,36 @@ fn http_commands_equal_local_results() {
 }
 
 #[test]
+fn a_stack_with_a_delta_layer_reads_over_http() {
+    if !python_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = common::versioned_trees(dir.path());
+    let base = create_image(&old, &dir.path().join("base.dwarfs"), &["-S", "16"]);
+    let layer = create_image(
+        &new,
+        &dir.path().join("layer.dwarfs"),
+        &["-S", "16", "--base", base.to_str().unwrap(), "--delta"],
+    );
+    let (base, layer) = (
+        RangeServer::start(&base).expect("range server starts"),
+        RangeServer::start(&layer).expect("range server starts"),
+    );
+    let into = dir.path().join("extracted");
+    let (base, layer) = (base.url(), layer.url());
+    ok(&remote_hoard(&[
+        "extract",
+        &base,
+        "--layer",
+        &layer,
+        "-o",
+        into.to_str().unwrap(),
+    ]));
+    common::assert_same_files(&new, &into);
+}
+
+#[test]
 fn opening_takes_a_few_requests_whatever_the_number_of_blocks() {
     if !python_ok() {
         return;

@@ -1,6 +1,7 @@
 //! The file system view of an image: lookup, readdir, stat, readlink, read.
 
 use crate::cache::{Block, BlockCache, DEFAULT_DECRATIO};
+use crate::delta::{decode_dependencies, Dependency, Lower, DELTA_FEATURE, DEPENDS_XATTR};
 use crate::error::{corrupt, Error, Result};
 use crate::image::{Image, OpenOptions, Section};
 use crate::inode::{FileKind, InodeLayout, Stat, Time};
@@ -11,7 +12,7 @@ use hoard_format::section::SectionType;
 use std::borrow::Cow;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The most metadata (uncompressed) an image may carry: enough for tens of
 /// millions of entries, while keeping a hostile image from making us
@@ -121,6 +122,8 @@ pub struct Filesystem {
     /// Where the chunks of files with many chunks start, found at their
     /// first read.
     offsets: ChunkOffsets,
+    /// For a delta layer read in a stack: the images below it.
+    lower: OnceLock<Lower>,
 }
 
 impl Filesystem {
@@ -171,7 +174,7 @@ impl Filesystem {
             .features
             .iter()
             .map(String::as_str)
-            .filter(|f| !SUPPORTED_FEATURES.contains(f))
+            .filter(|f| !SUPPORTED_FEATURES.contains(f) && *f != DELTA_FEATURE)
             .collect();
         if !unknown.is_empty() {
             return Err(Error::Unsupported(format!(
@@ -205,6 +208,7 @@ impl Filesystem {
             parents: OnceLock::new(),
             targets: OnceLock::new(),
             offsets: ChunkOffsets::default(),
+            lower: OnceLock::new(),
         };
         if fs.kind_of(fs.root())? != FileKind::Directory {
             return Err(corrupt!("the root inode is not a directory"));
@@ -289,6 +293,57 @@ impl Filesystem {
         h.update(&self.schema);
         h.update(&self.tables.data[..]);
         h.finalize().into()
+    }
+
+    /// The identity a delta layer records of the images it depends on:
+    /// the SHA-256 of [`Filesystem::identity`] and of the place and size
+    /// of every block, so that an image with the same metadata but other
+    /// blocks is another image.
+    pub fn delta_identity(&self) -> [u8; 32] {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update(self.identity());
+        for b in &self.blocks {
+            h.update(b.offset.to_le_bytes());
+            h.update(b.header.length.to_le_bytes());
+        }
+        h.finalize().into()
+    }
+
+    /// Whether the image is a delta layer (see [`crate::delta`]).
+    pub fn is_delta(&self) -> bool {
+        self.tables.features.iter().any(|f| f == DELTA_FEATURE)
+    }
+
+    /// The images a delta layer depends on, bottom first (none for other
+    /// images).
+    pub fn dependencies(&self) -> Result<Vec<Dependency>> {
+        if !self.is_delta() {
+            return Ok(Vec::new());
+        }
+        let xattrs = self.xattrs(self.root())?;
+        let (_, value) = xattrs
+            .iter()
+            .find(|(n, _)| *n == DEPENDS_XATTR)
+            .ok_or_else(|| corrupt!("delta layer without its list of base images"))?;
+        decode_dependencies(value)
+    }
+
+    /// Gives a delta layer the images below it, bottom first (their
+    /// identities checked by the caller); a second call changes nothing.
+    pub(crate) fn attach_lower(&self, images: Vec<Arc<Filesystem>>) {
+        let _ = self.lower.set(Lower::new(images, self.blocks.len()));
+    }
+
+    /// For a block number of a delta layer's chunk that names a block of
+    /// an image below it: that image (its index among the dependencies,
+    /// bottom first, which is its layer in the stack) and its block.
+    pub fn lower_block(&self, number: u32) -> Option<(usize, u32)> {
+        if (number as usize) < self.blocks.len() {
+            return None;
+        }
+        let (i, _, block) = self.lower.get()?.locate(number)?;
+        Some((i, block))
     }
 
     /// The whole metadata, decoded (at the first call) and normalized.
@@ -805,10 +860,36 @@ impl Filesystem {
             return Ok(Extent::Hole { size });
         }
         let end = u64::from(offset) + u64::from(size);
+        if block as usize >= self.blocks.len() && self.is_delta() {
+            return self.lower_extent(index, block, offset, size);
+        }
         if block as usize >= self.blocks.len() || end > u64::from(block_size) {
             return Err(corrupt!(
                 "chunk {index} (block {block}, offset {offset}, size {size}) is outside the {} blocks of {block_size} bytes",
                 self.blocks.len(),
+            ));
+        }
+        Ok(Extent::Data {
+            block,
+            offset,
+            size,
+        })
+    }
+
+    /// Checks chunk `index` of a delta layer, which names block `block`
+    /// of an image below it.
+    fn lower_extent(&self, index: usize, block: u32, offset: u32, size: u32) -> Result<Extent> {
+        let lower = self.lower.get().ok_or_else(|| {
+            Error::Unsupported(
+                "a delta layer reads only on its base images (stack it on them)".into(),
+            )
+        })?;
+        let (_, fs, _) = lower
+            .locate(block)
+            .ok_or_else(|| corrupt!("chunk {index}: block {block} is in no image below"))?;
+        if u64::from(offset) + u64::from(size) > u64::from(fs.tables.block_size) {
+            return Err(corrupt!(
+                "chunk {index} (block {block}, offset {offset}, size {size}) is outside its block"
             ));
         }
         Ok(Extent::Data {
@@ -848,6 +929,9 @@ impl Filesystem {
     /// `end` (the whole block if `end` reaches past it); its length is
     /// `end` or, if less, the block's size.
     pub fn block_until(&self, number: u32, end: usize) -> Result<Block> {
+        if let Some((_, fs, block)) = self.lower_of(number) {
+            return fs.block_until(block, end);
+        }
         let section = self
             .blocks
             .get(number as usize)
@@ -878,8 +962,20 @@ impl Filesystem {
     /// driver's request loop, then reads on another thread).
     pub fn read_cached(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
         self.read_with(ino, offset, buf, |block, end| {
-            Ok(self.cache.get_decoded(block, end))
+            Ok(match self.lower_of(block) {
+                Some((_, fs, block)) => fs.cache.get_decoded(block, end),
+                None => self.cache.get_decoded(block, end),
+            })
         })
+    }
+
+    /// The image below a delta layer holding block `number`, and its
+    /// block there; `None` for the layer's own blocks.
+    fn lower_of(&self, number: u32) -> Option<(usize, &Filesystem, u32)> {
+        if (number as usize) < self.blocks.len() {
+            return None;
+        }
+        self.lower.get()?.locate(number)
     }
 
     /// Reads as [`Filesystem::read`] does, taking blocks from `fetch`

@@ -23,6 +23,8 @@
 //!   driver and the tools read through: a [`Stack`] of layers merged with
 //!   overlayfs rules (one image is a stack of one), or a [`Set`] of
 //!   images side by side, opened on demand.
+//! * [`delta`] — delta layers, whose chunks point into the blocks of
+//!   the images below them.
 //! * [`check`] — verification of a whole image.
 //! * [`signed`] — reads of a signed image checked against its signature
 //!   (`OpenOptions::trust`).
@@ -39,6 +41,7 @@
 pub mod cache;
 pub mod check;
 pub mod damage;
+pub mod delta;
 mod error;
 pub mod extract;
 pub mod fs;

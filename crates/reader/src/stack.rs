@@ -118,6 +118,43 @@ fn is_overlay_xattr(name: &[u8]) -> bool {
     name.starts_with(b"trusted.overlay.") || name.starts_with(b"user.overlay.")
 }
 
+/// Checks that the images below each delta layer are the ones it
+/// depends on (see [`crate::delta`]), and gives it them: a delta layer
+/// reads only on exactly its bases, whatever `--force-stack` says.
+fn attach_delta_layers(layers: &[Arc<Filesystem>]) -> Result<()> {
+    for (i, fs) in layers.iter().enumerate() {
+        if !fs.is_delta() {
+            continue;
+        }
+        let deps = fs.dependencies()?;
+        let layer = i + 1;
+        for (j, dep) in deps.iter().enumerate() {
+            let short = &dep.identity[..16.min(dep.identity.len())];
+            let Some(below) = layers.get(j).filter(|_| j < i) else {
+                return Err(Error::Unsupported(format!(
+                    "layer {layer} is a delta layer: its base image '{}' (identity {short}...) is missing below it",
+                    dep.name
+                )));
+            };
+            if hex(&below.delta_identity()) != dep.identity {
+                return Err(Error::Unsupported(format!(
+                    "layer {layer} is a delta layer on base image '{}' (identity {short}...), but layer {} is another image",
+                    dep.name,
+                    j + 1
+                )));
+            }
+        }
+        if deps.len() != i {
+            return Err(Error::Unsupported(format!(
+                "layer {layer} is a delta layer on {} base images, but {i} are below it",
+                deps.len()
+            )));
+        }
+        fs.attach_lower(layers[..i].to_vec());
+    }
+    Ok(())
+}
+
 fn encode(layer: usize, ino: u32) -> u64 {
     (layer as u64) << 32 | u64::from(ino)
 }
@@ -159,6 +196,7 @@ impl Stack {
                 "a stack needs at least one image".into(),
             ));
         }
+        attach_delta_layers(&layers)?;
         let stack = Stack {
             layers,
             dirs: RwLock::new(HashMap::new()),

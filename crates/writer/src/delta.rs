@@ -60,6 +60,9 @@ pub struct DeltaOptions {
     pub opaque_dirs: bool,
     /// Use bases that do not stack (a layer not on the images below it).
     pub force_stack: bool,
+    /// Write a delta layer: new data may be chunks of the bases' blocks
+    /// (see [`crate::reference`]); it reads only on exactly these bases.
+    pub refer_to_base: bool,
     /// Store a file whose contents are unchanged but whose attributes
     /// changed as attributes only (`trusted.overlay.metacopy`), its
     /// contents left to the base.

@@ -193,12 +193,20 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     let mut used: BTreeMap<(usize, u32), u32> = BTreeMap::new();
     for &(layer, ino) in &content_at {
         let e = layers[layer].extents(ino).map_err(image_error)?;
-        for x in &e {
-            if let Extent::Data { block, .. } = x {
-                used.insert((layer, *block), 0);
-            }
+        let mut placed = Vec::with_capacity(e.len());
+        for x in e {
+            let at = match x {
+                Extent::Data { block, .. } => {
+                    // A delta layer's chunk may name a block of a layer below.
+                    let at = layers[layer].lower_block(block).unwrap_or((layer, block));
+                    used.insert(at, 0);
+                    at
+                }
+                Extent::Hole { .. } => (layer, 0),
+            };
+            placed.push((at, x));
         }
-        extents.push((layer, e));
+        extents.push(placed);
     }
     let mut block_bytes = 0u64;
     for (n, ((layer, block), number)) in used.iter_mut().enumerate() {
@@ -211,15 +219,11 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     }
     let pieces: Vec<PieceList> = extents
         .iter()
-        .map(|(layer, e)| {
+        .map(|e| {
             e.iter()
-                .map(|x| match *x {
-                    Extent::Data {
-                        block,
-                        offset,
-                        size,
-                    } => Piece::Data {
-                        block: used[&(*layer, block)],
+                .map(|&(at, x)| match x {
+                    Extent::Data { offset, size, .. } => Piece::Data {
+                        block: used[&at],
                         offset,
                         size,
                     },

@@ -45,6 +45,7 @@ pub mod order;
 pub mod output;
 pub mod parse;
 pub mod pipeline;
+pub mod reference;
 pub mod rewrite;
 pub mod scan;
 pub mod segment;

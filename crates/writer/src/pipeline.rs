@@ -10,6 +10,7 @@ use crate::level::Level;
 use crate::metadata::{build, AttrOptions, Inputs};
 use crate::order::Order;
 use crate::output::ImageFile;
+use crate::reference::References;
 use crate::scan::{scan, ScanOptions, ScanProgress, Scanned};
 use crate::segment::SegmentStats;
 use crate::streams::{self, record_categories, segment_streams, Layout, Segmented, StreamPlan};
@@ -321,7 +322,12 @@ pub fn create(
     check(&cancel)?;
     // Spooled archive contents stay until the image is written.
     let _spool = scanned.spool;
-    let (mut tree, delta, _holes) = subtract_base(options, scanned.tree, progress)?;
+    let Subtracted {
+        mut tree,
+        counts: delta,
+        holes: _holes,
+        base,
+    } = subtract_base(options, scanned.tree, progress)?;
     check(&cancel)?;
     let mut summary = Summary {
         counts: tree.counts(),
@@ -339,12 +345,28 @@ pub fn create(
     );
     let fragments = categorize_contents(options, &tree, &deduped.contents, progress, &cancel)?;
     let mut streams = streams::plan(options, &tree, &deduped.contents, &fragments)?;
+    let references = match (&base, streams.plans.first()) {
+        (Some(base), Some(plan)) => {
+            progress.set(Phase::Comparing);
+            // Half the memory limit: the other half is the build's.
+            let budget = options.memory_limit / 2;
+            Some(References::load(
+                &base.stack,
+                &base.names,
+                &plan.config,
+                budget,
+            )?)
+        }
+        _ => None,
+    };
+    drop(base);
     progress.set(Phase::Writing);
     let layout = Layout {
         tree: &tree,
         contents: &deduped.contents,
         fragments: &fragments,
         streams: &streams,
+        references: references.as_ref(),
     };
     let segmented = write_blocks(&mut image, options, &layout, progress, &cancel)?;
     image.sync_in_background()?;
@@ -359,7 +381,8 @@ pub fn create(
         tree: &tree,
         deduped,
         pieces: segmented.pieces,
-        blocks: segmented.blocks,
+        // A delta layer's chunks number the base blocks past its own.
+        blocks: segmented.blocks + references.as_ref().map_or(0, References::len),
         block_size: 1 << options.block_size_bits,
     };
     // Categories are named when the categorizers found any: an image of
@@ -370,7 +393,12 @@ pub fn create(
         .any(|p| p.category.name != DEFAULT_CATEGORY);
     let categories = (options.categorize.is_some() && options.category_names && categorized)
         .then_some((streams.plans.as_slice(), segmented.block_streams.as_slice()));
-    let meta = build_metadata(options, inputs, categories);
+    let mut meta = build_metadata(options, inputs, categories);
+    if references.is_some() {
+        let features = meta.features.get_or_insert_with(Default::default);
+        features.insert(hoard_reader::delta::DELTA_FEATURE.to_string());
+    }
+    drop(references);
     // The tree is in the metadata now: gone before it is encoded, it
     // leaves room for the encoder's tables.
     drop((tree, streams, segmented.block_streams));
@@ -452,17 +480,36 @@ fn scan_input(
     )
 }
 
-/// With base images, the tree cut down to what differs from them (and
-/// the directory of metacopy files' stand-in contents, to keep while
-/// building).
-#[inline(never)]
-fn subtract_base(
-    options: &CreateOptions,
+/// The base images of a delta layer, kept open until their blocks are
+/// read (see [`References`]).
+struct DeltaBase {
+    stack: hoard_reader::Stack,
+    /// Their file names, bottom first.
+    names: Vec<String>,
+}
+
+/// The tree to write, with base images cut down to what differs from
+/// them.
+struct Subtracted {
     tree: Tree,
-    progress: &Progress,
-) -> Result<(Tree, Option<DeltaCounts>, Option<tempfile::TempDir>)> {
+    counts: Option<DeltaCounts>,
+    /// The directory of metacopy files' stand-in contents, to keep while
+    /// building.
+    holes: Option<tempfile::TempDir>,
+    /// For a delta layer, the bases.
+    base: Option<DeltaBase>,
+}
+
+/// With base images, the tree cut down to what differs from them.
+#[inline(never)]
+fn subtract_base(options: &CreateOptions, tree: Tree, progress: &Progress) -> Result<Subtracted> {
     let Some(delta) = &options.delta else {
-        return Ok((tree, None, None));
+        return Ok(Subtracted {
+            tree,
+            counts: None,
+            holes: None,
+            base: None,
+        });
     };
     progress.set(Phase::Comparing);
     let paths: Vec<&Path> = delta.bases.iter().map(PathBuf::as_path).collect();
@@ -478,8 +525,35 @@ fn subtract_base(
             paths[i].display()
         )));
     }
-    let layer = crate::delta::subtract(tree, &base, delta, &options.attrs, &progress.compared)?;
-    Ok((layer.tree, Some(layer.counts), layer.holes))
+    let mut layer = crate::delta::subtract(tree, &base, delta, &options.attrs, &progress.compared)?;
+    if !delta.refer_to_base {
+        return Ok(Subtracted {
+            tree: layer.tree,
+            counts: Some(layer.counts),
+            holes: layer.holes,
+            base: None,
+        });
+    }
+    let names: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .unwrap_or(p.as_os_str())
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let depends = crate::reference::depends_xattr(&base, &names);
+    let root = &mut layer.tree.entries[0].xattrs;
+    root.retain(|(n, _)| n != &depends.0);
+    root.push(depends);
+    let base = DeltaBase { stack: base, names };
+    Ok(Subtracted {
+        tree: layer.tree,
+        counts: Some(layer.counts),
+        holes: layer.holes,
+        base: Some(base),
+    })
 }
 
 /// Groups equal contents, reading the files that may have a duplicate

@@ -10,13 +10,14 @@
 //! backwards and forwards as far as the bytes agree, so matches are at least
 //! `window` bytes long and usually much longer.
 
+use crate::reference::References;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 /// Window hashes are already well mixed: use them as their own hash.
 #[derive(Default)]
-struct SelfHasher(u64);
+pub(crate) struct SelfHasher(u64);
 
 impl Hasher for SelfHasher {
     fn finish(&self) -> u64 {
@@ -34,6 +35,9 @@ impl Hasher for SelfHasher {
 
 /// Window hash -> offset of the first window with it in a block.
 type WindowIndex = HashMap<u32, u32, BuildHasherDefault<SelfHasher>>;
+
+/// Window hash -> a value of the caller's (see [`crate::reference`]).
+pub(crate) type WideWindowIndex = HashMap<u32, u64, BuildHasherDefault<SelfHasher>>;
 
 /// The pieces of one content (or fragment), in order: most small files
 /// are one piece, kept inline (a `Vec` of one took 24 bytes and a
@@ -180,27 +184,27 @@ fn byte_table() -> [u32; 256] {
 
 /// A buzhash over a fixed window.
 #[derive(Clone)]
-struct Roller {
+pub(crate) struct Roller {
     table: [u32; 256],
     /// Rotation applied to the byte leaving the window.
     out_rot: u32,
 }
 
 impl Roller {
-    fn new(window: usize) -> Self {
+    pub(crate) fn new(window: usize) -> Self {
         Roller {
             table: byte_table(),
             out_rot: (window % 32) as u32,
         }
     }
 
-    fn hash(&self, data: &[u8]) -> u32 {
+    pub(crate) fn hash(&self, data: &[u8]) -> u32 {
         data.iter()
             .fold(0u32, |h, &b| h.rotate_left(1) ^ self.table[b as usize])
     }
 
     #[inline]
-    fn roll(&self, h: u32, out: u8, inp: u8) -> u32 {
+    pub(crate) fn roll(&self, h: u32, out: u8, inp: u8) -> u32 {
         h.rotate_left(1)
             ^ self.table[out as usize].rotate_left(self.out_rot)
             ^ self.table[inp as usize]
@@ -208,13 +212,13 @@ impl Roller {
 }
 
 /// A one-hash bloom filter over window hashes.
-struct Bloom {
+pub(crate) struct Bloom {
     bits: Vec<u64>,
     mask: u32,
 }
 
 impl Bloom {
-    fn new(entries: usize) -> Self {
+    pub(crate) fn new(entries: usize) -> Self {
         let nbits = (entries.max(64) * 16).next_power_of_two().min(1 << 31);
         Bloom {
             bits: vec![0; nbits / 64],
@@ -227,13 +231,13 @@ impl Bloom {
     }
 
     #[inline]
-    fn insert(&mut self, h: u32) {
+    pub(crate) fn insert(&mut self, h: u32) {
         let b = h.rotate_left(7) & self.mask;
         self.bits[(b >> 6) as usize] |= 1 << (b & 63);
     }
 
     #[inline]
-    fn maybe(&self, h: u32) -> bool {
+    pub(crate) fn maybe(&self, h: u32) -> bool {
         let b = h.rotate_left(7) & self.mask;
         self.bits[(b >> 6) as usize] & (1 << (b & 63)) != 0
     }
@@ -263,6 +267,8 @@ pub struct Segmenter<'a, S: BlockSink> {
     index_hash: Option<u32>,
     bloom: Bloom,
     stats: SegmentStats,
+    /// A delta layer's base data, also matched against.
+    references: Option<&'a References>,
 }
 
 /// Pending literal bytes are flushed into the block (and indexed) once
@@ -291,7 +297,23 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
             index_hash: None,
             bloom: Bloom::new(per_block * (config.lookback + 1)),
             stats: SegmentStats::default(),
+            references: None,
         }
+    }
+
+    /// Also matches new data against `references` (when they were indexed
+    /// with this segmenter's window and step).
+    pub fn with_references(mut self, references: &'a References) -> Self {
+        if references.fits(&self.config) {
+            self.references = Some(references);
+        }
+        self
+    }
+
+    /// Whether a window of hash `h` may have been seen before.
+    #[inline]
+    fn maybe_seen(&self, h: u32) -> bool {
+        self.bloom.maybe(h) || self.references.is_some_and(|r| r.maybe(h))
     }
 
     /// Adds the next piece of a file's data, appending its pieces to `out`.
@@ -304,7 +326,7 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
         let mut p = 0usize;
         let mut h = self.roller.hash(&data[..w]);
         while p + w <= data.len() {
-            if self.bloom.maybe(h) {
+            if self.maybe_seen(h) {
                 if let Some((block, off)) = self.lookup(h, &data[p..p + w]) {
                     let (start, offset, end) = self.extend(block, off, data, lit, p);
                     self.append(&data[lit..start], out)?;
@@ -356,10 +378,11 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
                 return Some((self.current_number, off));
             }
         }
-        self.kept.iter().rev().find_map(|k| {
+        let kept = self.kept.iter().rev().find_map(|k| {
             let off = *k.index.get(&h)? as usize;
             (k.data.get(off..off + w) == Some(window)).then_some((k.number, off))
-        })
+        });
+        kept.or_else(|| self.references?.lookup(h, window))
     }
 
     /// Grows a verified match at `data[p..]` = block `block` at `off`:
@@ -375,6 +398,8 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
     ) -> (usize, usize, usize) {
         let bytes: &[u8] = if block == self.current_number {
             &self.current
+        } else if let Some(r) = self.references.and_then(|r| r.data(block)) {
+            r
         } else {
             self.kept
                 .iter()

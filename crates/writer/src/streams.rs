@@ -8,6 +8,7 @@ use crate::dedupe::Content;
 use crate::feed::{feed, Range};
 use crate::order::{order, Order};
 use crate::pipeline::{check, compressor, CreateOptions};
+use crate::reference::References;
 use crate::segment::{BlockSink, PieceList, SegmentConfig, SegmentStats, Segmenter};
 use crate::tree::Tree;
 use crate::Result;
@@ -61,6 +62,8 @@ pub(crate) struct Layout<'a> {
     pub(crate) fragments: &'a Fragments,
     /// The streams.
     pub(crate) streams: &'a Streams,
+    /// A delta layer's base data, matched against too.
+    pub(crate) references: Option<&'a References>,
 }
 
 /// What segmenting made.
@@ -99,6 +102,9 @@ pub(crate) fn segment_streams(
     for (stream, plan) in layout.streams.plans.iter().enumerate() {
         let mut sink = dispatch.stream(stream);
         let mut segmenter = Segmenter::new(plan.config, next_block, &mut sink);
+        if let Some(r) = layout.references {
+            segmenter = segmenter.with_references(r);
+        }
         for &c in &layout.streams.orders[&plan.order] {
             reader.segment_content(layout, c, plan.category_index, &mut segmenter, cancel)?;
         }
@@ -110,6 +116,9 @@ pub(crate) fn segment_streams(
         }
         next_block = next;
         stats.add(&s);
+    }
+    if layout.references.is_some() {
+        crate::reference::renumber(&mut reader.pieces, next_block);
     }
     Ok(Segmented {
         pieces: pieces_by_content(reader.pieces, layout.fragments),

@@ -79,10 +79,11 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
         o.per_category = hoard_writer::level::category_defaults(args.level);
     }
     let given = |option, values| Given { option, values };
+    let (window_size, window_step) = delta_windows(args);
     StreamOptions {
         compression: given("-C", &args.compression),
-        window_size: given("-W", &args.window_size),
-        window_step: given("-w", &args.window_step),
+        window_size: given("-W", &window_size),
+        window_step: given("-w", &window_step),
         lookback: given("-B", &args.lookback),
         order: given("--order", &args.order),
     }
@@ -158,6 +159,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
             opaque_dirs: args.opaque_dirs,
             force_stack: args.force_stack,
             metacopy: args.metacopy,
+            refer_to_base: args.delta,
         });
     }
     if let Some(h) = &args.header {
@@ -292,4 +294,22 @@ fn json(s: &Summary, secs: f64) -> serde_json::Value {
             "metacopy": d.metacopy,
         })),
     })
+}
+
+/// The segmenter window size and step options: as given, except that a
+/// delta layer defaults to 256-byte windows every 64 bytes, which find
+/// the short runs edits leave between changes (0.36x instead of 0.46x of
+/// a plain layer on 10 zstd releases; see crates/writer/README.md).
+fn delta_windows(args: &CreateArgs) -> (Vec<String>, Vec<String>) {
+    let default = |given: &Vec<String>, value: &str| {
+        if args.delta && given.is_empty() {
+            vec![value.to_string()]
+        } else {
+            given.clone()
+        }
+    };
+    (
+        default(&args.window_size, "8"),
+        default(&args.window_step, "2"),
+    )
 }

@@ -191,6 +191,11 @@ pub struct CreateArgs {
     /// were made on.
     #[arg(long, requires = "base")]
     pub force_stack: bool,
+    /// With --base: write a delta layer, whose new data may point into
+    /// the bases' blocks (much smaller when files changed a little); it
+    /// reads only on exactly these bases, and DwarFS does not read it.
+    #[arg(long, requires = "base")]
+    pub delta: bool,
     /// No live progress display.
     #[arg(long)]
     pub no_progress: bool,

@@ -243,6 +243,7 @@ fn collect(fs: &Filesystem) -> Result<Value> {
         })),
         "created_by": meta.dwarfs_version,
         "created_at": meta.create_timestamp,
+        "depends_on": depends_on(fs)?,
         "history": history(fs),
     }))
 }
@@ -330,7 +331,30 @@ fn print_text(info: &Value) {
             }
         }
     }
+    if let Value::Array(deps) = &info["depends_on"] {
+        if !deps.is_empty() {
+            println!("depends on (delta layer, bottom first):");
+            for d in deps {
+                let (name, id) = (&d["name"], &d["identity"]);
+                println!(
+                    "  {}  {}",
+                    id.as_str().unwrap_or(""),
+                    name.as_str().unwrap_or("")
+                );
+            }
+        }
+    }
     super::info_history::print_text(&info["history"]);
+}
+
+/// The images a delta layer depends on, bottom first: each its name and
+/// identity (empty for other images).
+fn depends_on(fs: &Filesystem) -> Result<Value> {
+    let deps = fs.dependencies()?;
+    Ok(deps
+        .iter()
+        .map(|d| json!({"name": d.name, "identity": d.identity}))
+        .collect())
 }
 
 /// Who signed the image (checked when opened with `--trust`), or that it

@@ -461,3 +461,74 @@ pub fn ustar_header(name: &str, kind: u8, size: u64) -> Vec<u8> {
     h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
     h
 }
+
+/// Two versions of a tree in `dir`, `old` and `new` (returned in that
+/// order): `new` is `old` with a file appended to, one edited in the
+/// middle, one removed, and one added made of pieces of two others, so
+/// that nearly all of its new bytes are in `old` (delta layers).
+pub fn versioned_trees(dir: &Path) -> (PathBuf, PathBuf) {
+    let (old, new) = (dir.join("old"), dir.join("new"));
+    std::fs::create_dir_all(old.join("sub")).unwrap();
+    for i in 0..12u64 {
+        let sub = if i % 3 == 0 { "sub" } else { "" };
+        let name = old.join(sub).join(format!("f{i:02}"));
+        std::fs::write(name, noise(64 << 10, i + 1)).unwrap();
+    }
+    std::fs::write(old.join("text"), b"line one\nline two\n").unwrap();
+    std::fs::create_dir_all(new.join("sub")).unwrap();
+    for entry in walkdir(&old) {
+        let rel = entry.strip_prefix(&old).unwrap();
+        std::fs::copy(&entry, new.join(rel)).unwrap();
+    }
+    let mut appended = std::fs::read(new.join("f01")).unwrap();
+    appended.extend_from_slice(b"a line appended today\n");
+    std::fs::write(new.join("f01"), appended).unwrap();
+    let mut edited = std::fs::read(new.join("f02")).unwrap();
+    edited[30_000..30_010].copy_from_slice(b"0123456789");
+    std::fs::write(new.join("f02"), edited).unwrap();
+    std::fs::remove_file(new.join("f04")).unwrap();
+    let mut added = std::fs::read(old.join("f05")).unwrap()[..40_000].to_vec();
+    added.extend_from_slice(&std::fs::read(old.join("f07")).unwrap()[10_000..]);
+    std::fs::write(new.join("sub/added"), added).unwrap();
+    (old, new)
+}
+
+/// The regular files below `root`, recursively, sorted.
+pub fn walkdir(root: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let kind = std::fs::symlink_metadata(&path).unwrap().file_type();
+            if kind.is_dir() {
+                dirs.push(path);
+            } else if kind.is_file() {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Asserts that `actual` holds the same regular files as `expected`, byte
+/// for byte.
+pub fn assert_same_files(expected: &Path, actual: &Path) {
+    let rel = |root: &Path| -> Vec<PathBuf> {
+        walkdir(root)
+            .iter()
+            .map(|p| p.strip_prefix(root).unwrap().to_path_buf())
+            .collect()
+    };
+    let names = rel(expected);
+    assert_eq!(names, rel(actual), "file names differ");
+    for name in names {
+        assert!(
+            std::fs::read(expected.join(&name)).unwrap()
+                == std::fs::read(actual.join(&name)).unwrap(),
+            "{} differs",
+            name.display()
+        );
+    }
+}

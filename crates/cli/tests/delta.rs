@@ -1,0 +1,252 @@
+//! Delta layers (`hoard create --base BASE --delta`): the layer's new
+//! data points into its base's blocks. Stacked on its base it reads as
+//! the new tree (mount, cat, extract, diff); alone or on another image it
+//! is refused with one line naming the base; DwarFS refuses it alone and
+//! reads its flattened stack.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+
+struct Delta {
+    dir: tempfile::TempDir,
+    new: PathBuf,
+    base: PathBuf,
+    layer: PathBuf,
+}
+
+/// The versioned trees, the base image and the delta layer.
+fn delta() -> Delta {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = versioned_trees(dir.path());
+    let base = create_image(&old, &dir.path().join("base.dwarfs"), &[]);
+    let layer = create_image(
+        &new,
+        &dir.path().join("layer.dwarfs"),
+        &["--base", base.to_str().unwrap(), "--delta"],
+    );
+    Delta {
+        dir,
+        new,
+        base,
+        layer,
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn stderr(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    err
+}
+
+#[test]
+fn a_delta_layer_is_small_and_its_stack_reads_exactly() {
+    let d = delta();
+    let (base, layer) = (s(&d.base), s(&d.layer));
+    // Without --delta the new and changed files are stored whole: about
+    // 3 x 64 KiB of noise; with it, little more than the edits.
+    let plain = create_image(
+        &d.new,
+        &d.dir.path().join("plain.dwarfs"),
+        &["--base", base],
+    );
+    let (plain, delta) = (
+        std::fs::metadata(plain).unwrap().len(),
+        std::fs::metadata(&d.layer).unwrap().len(),
+    );
+    assert!(delta * 20 < plain, "delta {delta} bytes, plain {plain}");
+
+    let out = run(&[
+        "diff",
+        base,
+        "--layer",
+        layer,
+        s(&d.new),
+        "--ignore",
+        "mtime_ns",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = run(&["cat", base, "--layer", layer, "sub/added", "f02"]);
+    let mut expected = std::fs::read(d.new.join("sub/added")).unwrap();
+    expected.extend(std::fs::read(d.new.join("f02")).unwrap());
+    assert!(out.stdout == expected, "cat differs");
+    let extracted = d.dir.path().join("extracted");
+    let out = run(&["extract", base, "--layer", layer, "-o", s(&extracted)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_same_files(&d.new, &extracted);
+
+    if fuse_available() {
+        let mnt = d.dir.path().join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let out = run(&["mount", base, layer, s(&mnt)]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _mounted = FuseMount(mnt.clone());
+        assert_same_files(&d.new, &mnt);
+    }
+}
+
+#[test]
+fn a_delta_layer_reads_only_on_its_base() {
+    let d = delta();
+    let layer = s(&d.layer);
+    let err = stderr(&["ls", layer]);
+    assert!(
+        err.contains("'base.dwarfs'") && err.contains("missing"),
+        "{err}"
+    );
+    // Another image of the same tree has other blocks: refused too, even
+    // with --force-stack.
+    let other_tree = d.dir.path().join("old");
+    std::fs::write(other_tree.join("text"), b"other text\n").unwrap();
+    let other = create_image(&other_tree, &d.dir.path().join("other.dwarfs"), &[]);
+    let err = stderr(&["cat", s(&other), "--layer", layer, "f01", "--force-stack"]);
+    assert!(
+        err.contains("'base.dwarfs'") && err.contains("another image"),
+        "{err}"
+    );
+    // `info` names it.
+    let out = run(&["info", layer]);
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        info.contains("depends on") && info.contains("base.dwarfs"),
+        "{info}"
+    );
+    assert!(info.contains("hoard-delta"), "{info}");
+}
+
+#[test]
+fn dwarfs_refuses_a_delta_layer_and_reads_its_flattened_stack() {
+    let d = delta();
+    let flat = d.dir.path().join("flat.dwarfs");
+    let out = run(&["rewrite", s(&d.base), s(&d.layer), "-o", s(&flat)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["diff", s(&flat), s(&d.new), "--ignore", "mtime_ns"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    if dwarfs_bin().is_none() {
+        return;
+    }
+    let out = tool("dwarfsck").arg("-i").arg(&d.layer).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hoard-delta"));
+    let into = d.dir.path().join("by-dwarfs");
+    std::fs::create_dir_all(&into).unwrap();
+    let out = tool("dwarfsextract")
+        .arg("-i")
+        .arg(&d.layer)
+        .arg("-o")
+        .arg(&into)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(walkdir(&into).is_empty());
+
+    let out = tool("dwarfsck")
+        .arg("-i")
+        .arg(&flat)
+        .arg("--check-integrity")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = tool("dwarfsextract")
+        .arg("-i")
+        .arg(&flat)
+        .arg("-o")
+        .arg(&into)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_same_files(&d.new, &into);
+}
+
+#[test]
+fn a_chain_of_delta_layers_reads_exactly_past_the_depth_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tree, _) = versioned_trees(dir.path());
+    let mut images = vec![create_image(&tree, &dir.path().join("day00.dwarfs"), &[])];
+    // Eleven days (past the 8 images whose every block a layer uses):
+    // a log grows, a file is edited, one is added and one removed.
+    for day in 1..=11u64 {
+        let mut log = std::fs::read(tree.join("f01")).unwrap();
+        log.extend(format!("day {day}\n").as_bytes());
+        std::fs::write(tree.join("f01"), log).unwrap();
+        let mut edited = std::fs::read(tree.join("f02")).unwrap();
+        edited[day as usize * 1000] ^= 0xff;
+        std::fs::write(tree.join("f02"), edited).unwrap();
+        std::fs::write(tree.join(format!("new{day}")), noise(20_000, 100 + day)).unwrap();
+        let _ = std::fs::remove_file(tree.join(format!("new{}", day - 1)));
+        let mut args = vec![];
+        for image in &images {
+            args.extend(["--base", s(image)]);
+        }
+        args.push("--delta");
+        let name = dir.path().join(format!("day{day:02}.dwarfs"));
+        let layer = create_image(&tree, &name, &args);
+        assert!(std::fs::metadata(&layer).unwrap().len() < 20_000 + 8_000);
+        images.push(layer);
+    }
+    let mut stack = vec!["extract", s(&images[0])];
+    for image in &images[1..] {
+        stack.extend(["--layer", s(image)]);
+    }
+    let out_dir = dir.path().join("out");
+    stack.extend(["-o", s(&out_dir)]);
+    let out = run(&stack);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_same_files(&tree, &out_dir);
+    // Folded into a new base.
+    let folded = dir.path().join("folded.dwarfs");
+    let mut rewrite = vec!["rewrite"];
+    rewrite.extend(images.iter().map(|p| s(p)));
+    rewrite.extend(["-o", s(&folded)]);
+    let out = run(&rewrite);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["diff", s(&folded), s(&tree), "--ignore", "mtime_ns"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
