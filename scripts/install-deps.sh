@@ -47,6 +47,8 @@ for module in maturin pytest fsspec pandas; do
   python3 -c "import $module" 2>/dev/null || py_need+=("$module")
 done
 python3 -c 'import moto.server, boto3' 2>/dev/null || py_need+=('moto[server]' boto3)
+# hoard.distributed's tests run a dask.distributed LocalCluster.
+python3 -c 'import dask.distributed' 2>/dev/null || py_need+=('dask[distributed]')
 [ ${#py_need[@]} -gt 0 ] && { python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip); }
 if [ ${#need[@]} -eq 0 ] && [ ${#py_need[@]} -eq 0 ]; then
   exit 0

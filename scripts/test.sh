@@ -25,7 +25,10 @@ cargo test --workspace --locked --no-fail-fast "$@" 2>&1 | tee "$work/log" || st
 # workspace's build above), installed, and its pytest suite.
 if maturin build --locked --profile dev -m crates/python/Cargo.toml --out "$work/wheels" 2>&1 | tail -n 3 &&
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --force-reinstall --no-deps "$work"/wheels/hoard-*.whl; then
-  python3 -m pytest -q -p no:cacheprovider crates/python/tests 2>&1 | tee "$work/pytest" || status=1
+  # The tests that mount an image use the binary built above.
+  HOARD_BIN="$(cargo metadata --no-deps --format-version 1 |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug/hoard" \
+    python3 -m pytest -q -p no:cacheprovider crates/python/tests 2>&1 | tee "$work/pytest" || status=1
   # pytest's summary in cargo's form, for the count below.
   sed -nE 's/^=* *([0-9]+) passed(, ([0-9]+) failed)?.*/test result: \1 passed; \2 failed/p;
            s/^=* *([0-9]+) failed, ([0-9]+) passed.*/test result: \2 passed; \1 failed/p' "$work/pytest" >> "$work/log"

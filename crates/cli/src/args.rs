@@ -46,6 +46,8 @@ pub enum Command {
     Create(Box<crate::cmd::create_args::CreateArgs>),
     /// Recompress an image, or rebuild its metadata.
     Rewrite(crate::cmd::create_args::RewriteArgs),
+    /// Join images into one, copying their compressed blocks as they are.
+    Merge(MergeArgs),
     /// Verify an image: section hashes and metadata consistency.
     ///
     /// Exit status: 0 when no problem is found; 1 when problems are found
@@ -83,6 +85,61 @@ pub enum Command {
     /// Check that an image is signed by a trusted key and that every byte
     /// is as signed.
     Verify(VerifyArgs),
+}
+
+/// `hoard merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The images to join, in order.
+    #[arg(required = true, value_name = "PART")]
+    pub parts: Vec<PathBuf>,
+    /// The image to write.
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// The directory the next part goes under (one per part, in order;
+    /// default: each part's file name without its extension).
+    #[arg(long = "as", value_name = "NAME", conflicts_with = "union")]
+    pub names: Vec<String>,
+    /// Join the parts' trees at the root; a path in two parts is an error
+    /// unless both are directories.
+    #[arg(long)]
+    pub union: bool,
+    /// Store a file several parts hold once (the default).
+    #[arg(long, overrides_with = "no_dedupe")]
+    pub dedupe: bool,
+    /// Keep each part's copy of files several parts hold.
+    #[arg(long)]
+    pub no_dedupe: bool,
+    /// Compress the data again (as `create` does, at `-l`), instead of
+    /// copying the parts' blocks; parts of different block sizes need it.
+    #[arg(long)]
+    pub recompress: bool,
+    /// Compression level (0-9) of the metadata, and with --recompress of
+    /// the data.
+    #[arg(short = 'l', long = "compress-level", default_value_t = hoard_writer::level::DEFAULT_LEVEL,
+          value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub level: u8,
+    /// Block compression (with --recompress).
+    #[arg(short = 'C', long = "compression", requires = "recompress")]
+    pub compression: Option<String>,
+    /// Block size as a power of two (with --recompress).
+    #[arg(short = 'S', long = "block-size-bits", requires = "recompress")]
+    pub block_size_bits: Option<u32>,
+    /// Metadata compression.
+    #[arg(long = "metadata-compression")]
+    pub metadata_compression: Option<String>,
+    /// Overwrite an existing output.
+    #[arg(short = 'f', long)]
+    pub force: bool,
+    /// Compression threads (default: one per core).
+    #[arg(short = 'N', long = "num-workers")]
+    pub workers: Option<usize>,
+    /// Do not add this run to the history.
+    #[arg(long)]
+    pub no_history: bool,
+    /// Print no summary.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 /// `hoard keygen`.

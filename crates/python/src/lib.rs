@@ -1,6 +1,6 @@
 //! `hoard._hoard`, the compiled part of the Python package `hoard`: a thin
-//! layer over hoard-reader ([`image::Image`]) and hoard-writer
-//! ([`build::create`], [`build::rewrite`]) that converts arguments and
+//! layer over hoard-reader (`image::Image`) and hoard-writer
+//! (`build::create`, `build::rewrite`, `merge::merge`) that converts arguments and
 //! results and releases the GIL while the Rust code runs. The Python half
 //! (`python/hoard`) adds what is most natural in Python: `os.stat_result`,
 //! file objects, `walk`, the fsspec file system.
@@ -8,6 +8,7 @@
 mod build;
 mod errors;
 mod image;
+mod merge;
 
 use pyo3::prelude::*;
 
@@ -17,6 +18,7 @@ fn _hoard(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<image::Image>()?;
     m.add_function(wrap_pyfunction!(build::create, m)?)?;
     m.add_function(wrap_pyfunction!(build::rewrite, m)?)?;
+    m.add_function(wrap_pyfunction!(merge::merge, m)?)?;
     m.add("ImageError", m.py().get_type::<errors::ImageError>())?;
     Ok(())
 }

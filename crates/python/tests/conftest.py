@@ -45,3 +45,25 @@ def tree(tmp_path):
     os.symlink("data/x.csv", root / "link.csv")
     os.link(root / "readme.txt", root / "hardlink.txt")
     return root
+
+
+def skipped(test, why):
+    """Records that ``test`` left something out because ``why`` (in
+    $HOARD_SKIP_LOG, as the Rust tests do)."""
+    print(f"note: {test}: skipped: {why}")
+    log = os.environ.get("HOARD_SKIP_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{test}: {why}\n")
+
+
+def hoard_bin():
+    """The ``hoard`` binary scripts/test.sh built ($HOARD_BIN), or None."""
+    path = os.environ.get("HOARD_BIN")
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def dwarfs_tool(name):
+    """The path of DwarFS 0.15.3's tool ``name`` in ../shared, or None."""
+    path = ROOT.parent / "shared" / "anchors" / "dwarfs-0.15.3" / "bin" / name
+    return str(path) if os.access(path, os.X_OK) else None

@@ -5,7 +5,7 @@
 //! (on the current rayon pool) in the order their data is stored, so each
 //! block is decompressed about once (with `disk_writers`, the pool only
 //! reads and decompresses, and threads of their own write the files:
-//! [`writers`]); then links and special files, and
+//! `writers`); then links and special files, and
 //! last the owners, modes, extended attributes and times, deepest
 //! directories first so that nothing touches a directory after its time
 //! is set. Extended attributes come after the owner (a chown clears

@@ -93,7 +93,7 @@ pub struct DirEntry {
 
 /// An open DwarFS image, ready to be read.
 ///
-/// The metadata is read in place (see [`crate::tables`]): opening checks
+/// The metadata is read in place (see the `tables` module): opening checks
 /// the table sizes, and each access checks the indices and offsets it
 /// reads. [`Filesystem::validate`] checks everything at once.
 #[derive(Debug)]

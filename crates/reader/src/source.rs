@@ -55,7 +55,7 @@ pub trait RangeRead: Send + Sync + std::fmt::Debug {
     /// Length of the image file in bytes.
     fn size(&self) -> u64;
 
-    /// Returns `len` bytes at `offset` (within [`RangeRead::len`]), or a
+    /// Returns `len` bytes at `offset` (within [`RangeRead::size`]), or a
     /// one-line reason why they cannot be had.
     fn read_at(&self, offset: u64, len: u64) -> std::result::Result<Vec<u8>, String>;
 

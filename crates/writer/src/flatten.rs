@@ -8,8 +8,9 @@
 //!
 //! [`flatten_reusing_blocks`] does without the segmenter: the blocks the
 //! merged tree uses are copied from the layers as they are (compressed,
-//! renumbered; blocks only hidden files use are left out), and the
-//! metadata points each file at its chunks there.
+//! renumbered, their categories kept; blocks only hidden files use are
+//! left out), and the metadata points each file at its chunks there.
+//! [`crate::merge`] reuses its pieces.
 
 use crate::archive::{Builder, Member, MemberKind, Spool};
 use crate::dedupe::{Content, Deduped};
@@ -17,10 +18,12 @@ use crate::filter::Filter;
 use crate::metadata::Inputs;
 use crate::output::ImageFile;
 use crate::pipeline::{build_metadata, write_history, write_metadata, CreateOptions, Summary};
+use crate::rewrite::block_category;
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
 use crate::segment::{Piece, PieceList};
-use crate::tree::{Attrs, Time};
+use crate::tree::{Attrs, Time, Tree};
 use crate::{Error, Result};
+use hoard_format::metadata::Metadata;
 use hoard_format::section::SectionType;
 use hoard_reader::{Extent, FileKind, Filesystem, Located, Stack, View, ViewExt};
 use std::collections::{BTreeMap, HashMap};
@@ -29,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Opens the stack of the images at `layers` (bottom first).
-fn open(layers: &[PathBuf]) -> Result<Stack> {
+pub(crate) fn open(layers: &[PathBuf]) -> Result<Stack> {
     let paths: Vec<&Path> = layers.iter().map(PathBuf::as_path).collect();
     let reading = hoard_reader::FsOptions {
         cache_size: 64 << 20,
@@ -50,31 +53,41 @@ pub fn scan_stack(
     progress: &ScanProgress,
 ) -> Result<Scanned> {
     let stack = open(layers)?;
-    walk(&stack, options, filter, progress, &mut |spool, at, size| {
-        let mut contents = Contents {
-            fs: at.fs.clone(),
-            ino: at.ino,
-            offset: 0,
-        };
-        spool.store(&mut contents, size, true)
-    })
+    let options = image_scan_options(options);
+    let spool = Spool::new(options.spool_dir.as_deref())?;
+    let mut builder = Builder::new(&options, filter, progress, spool);
+    add_stack(&mut builder, &stack, b"", &mut spool_contents)?;
+    Ok(builder.finish())
 }
 
-/// Makes the tree of `stack`; `contents` gives each regular file (the
-/// first of its names) the path its contents are read from.
-fn walk(
-    stack: &Stack,
-    options: &ScanOptions,
-    filter: Option<&Filter>,
-    progress: &ScanProgress,
-    contents: &mut dyn FnMut(&mut Spool, &Located, u64) -> Result<PathBuf>,
-) -> Result<Scanned> {
+/// Copies the contents of the file at `at` (`size` bytes) to `spool`.
+pub(crate) fn spool_contents(spool: &mut Spool, at: &Located, size: u64) -> Result<PathBuf> {
+    let mut contents = Contents {
+        fs: at.fs.clone(),
+        ino: at.ino,
+        offset: 0,
+    };
+    spool.store(&mut contents, size, true)
+}
+
+/// `options` for reading images: devices, fifos and sockets are kept.
+pub(crate) fn image_scan_options(options: &ScanOptions) -> ScanOptions {
     let mut options = options.clone();
     options.with_devices = true;
     options.with_specials = true;
-    let spool = Spool::new(options.spool_dir.as_deref())?;
-    let mut builder = Builder::new(&options, filter, progress, spool);
-    let nodes = stack.walk(stack.root(), b"").map_err(image_error)?;
+    options
+}
+
+/// Adds the tree of `stack` to `builder`, its root at `prefix` (empty:
+/// the root); `contents` gives each regular file (the first of its
+/// names) the path its contents are read from.
+pub(crate) fn add_stack(
+    builder: &mut Builder<'_>,
+    stack: &Stack,
+    prefix: &[u8],
+    contents: &mut dyn FnMut(&mut Spool, &Located, u64) -> Result<PathBuf>,
+) -> Result<()> {
+    let nodes = stack.walk(stack.root(), prefix).map_err(image_error)?;
     // The first path of each regular file, for its other names.
     let mut first_path: HashMap<u64, Vec<u8>> = HashMap::new();
     for node in nodes {
@@ -117,81 +130,127 @@ fn walk(
             xattrs: stack.xattrs(node.ino).map_err(image_error)?,
         })?;
     }
-    Ok(builder.finish())
+    Ok(())
 }
 
-/// Writes the merged tree of the stack `options.flatten` as one image
-/// with the layers' blocks copied as they are (`options`' compression
-/// applies to the metadata only). Layers with categorized blocks are
-/// refused: their blocks' categories would be lost.
-pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
-    let stack = open(&options.flatten)?;
-    let layers = stack.layers();
-    for (fs, path) in layers.iter().zip(&options.flatten) {
-        if (0..fs.block_count() as u32).any(|b| fs.block_category(b).is_some()) {
-            return Err(Error::Input(format!(
-                "{}: its blocks have categories, which reused blocks would lose (recompress instead)",
-                path.display()
-            )));
-        }
+/// Where the regular files of a tree built with [`FileLocations::record`]
+/// have their contents: the layer and inode of each, by the number its
+/// (never written) spool path is given.
+#[derive(Debug, Default)]
+pub(crate) struct FileLocations {
+    at: Vec<(usize, u32)>,
+}
+
+impl FileLocations {
+    /// Notes where the file at `at` is among `layers`; returns the
+    /// stand-in path [`FileLocations::of`] reads back.
+    pub(crate) fn record(
+        &mut self,
+        layers: &[Arc<Filesystem>],
+        spool: &Spool,
+        at: &Located,
+    ) -> Result<PathBuf> {
+        let layer = layers
+            .iter()
+            .position(|fs| Arc::ptr_eq(fs, &at.fs))
+            .ok_or_else(|| Error::Input("a file of no layer".into()))?;
+        self.at.push((layer, at.ino));
+        Ok(spool.dir().join((self.at.len() - 1).to_string()))
     }
-    let block_size = layers
-        .iter()
-        .map(|fs| fs.block_size())
-        .max()
-        .unwrap_or(1 << 24);
-    let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
-        .with_fsync(options.fsync)
-        .with_signing_key(options.sign.clone());
-    // Where each regular file's contents are: (layer, inode), by the
-    // number its (never written) spool path is given.
-    let mut located: Vec<(usize, u32)> = Vec::new();
-    let scanned = walk(
-        &stack,
-        &options.scan,
-        options.filter.as_ref(),
-        &Default::default(),
-        &mut |spool, at, _| {
-            let layer = layers
-                .iter()
-                .position(|fs| Arc::ptr_eq(fs, &at.fs))
-                .ok_or_else(|| Error::Input("a file of no layer".into()))?;
-            located.push((layer, at.ino));
-            Ok(spool.dir().join((located.len() - 1).to_string()))
-        },
-    )?;
-    let tree = scanned.tree;
-    // One content per distinct stored content of a layer.
-    let mut by_content: HashMap<(usize, usize), usize> = HashMap::new();
-    let mut contents: Vec<Content> = Vec::new();
-    let mut content_at: Vec<(usize, u32)> = Vec::new();
-    for (i, file) in tree.files.iter().enumerate() {
-        let n: usize = file
-            .source
+
+    /// The layer and inode of the file whose stand-in path is `source`.
+    fn of(&self, source: &crate::tree::Source) -> Result<(usize, u32)> {
+        source
             .as_path()
             .and_then(Path::file_name)
-            .and_then(|s| s.to_str()?.parse().ok())
-            .ok_or_else(|| Error::Input("lost track of a file's contents".into()))?;
-        let (layer, ino) = located[n];
+            .and_then(|s| s.to_str()?.parse::<usize>().ok())
+            .and_then(|n| self.at.get(n).copied())
+            .ok_or_else(|| Error::Input("lost track of a file's contents".into()))
+    }
+}
+
+/// The distinct contents of a tree whose blocks are reused, and where
+/// each is stored (layer, inode of its first file).
+#[derive(Debug, Default)]
+pub(crate) struct StoredContents {
+    /// The contents, each with its files.
+    pub(crate) contents: Vec<Content>,
+    /// Where each content is stored.
+    pub(crate) at: Vec<(usize, u32)>,
+}
+
+/// Groups the files of `tree` by the content their layer stores them
+/// with (the files of one content in one image share it).
+pub(crate) fn stored_contents(
+    tree: &Tree,
+    located: &FileLocations,
+    layers: &[Arc<Filesystem>],
+) -> Result<StoredContents> {
+    let mut by_content: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut stored = StoredContents::default();
+    for (i, file) in tree.files.iter().enumerate() {
+        let (layer, ino) = located.of(&file.source)?;
         let key = (
             layer,
             layers[layer].content_index(ino).map_err(image_error)?,
         );
         let c = *by_content.entry(key).or_insert_with(|| {
-            contents.push(Content {
+            stored.contents.push(Content {
                 size: file.size,
                 files: smallvec::SmallVec::new(),
                 nilsimsa: None,
             });
-            content_at.push((layer, ino));
-            contents.len() - 1
+            stored.at.push((layer, ino));
+            stored.contents.len() - 1
         });
-        contents[c].files.push(i);
+        stored.contents[c].files.push(i);
     }
+    Ok(stored)
+}
+
+/// Writes the merged tree of the stack `options.flatten` as one image
+/// with the layers' blocks copied as they are (`options`' compression
+/// applies to the metadata only).
+pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
+    let stack = open(&options.flatten)?;
+    let layers = stack.layers();
+    let image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
+        .with_fsync(options.fsync)
+        .with_signing_key(options.sign.clone());
+    let scan = image_scan_options(&options.scan);
+    let spool = Spool::new(scan.spool_dir.as_deref())?;
+    let progress = ScanProgress::default();
+    let mut builder = Builder::new(&scan, options.filter.as_ref(), &progress, spool);
+    let mut located = FileLocations::default();
+    add_stack(&mut builder, &stack, b"", &mut |spool, at, _| {
+        located.record(layers, spool, at)
+    })?;
+    let scanned = builder.finish();
+    let stored = stored_contents(&scanned.tree, &located, layers)?;
+    write_reusing_blocks(image, options, layers, scanned, stored)
+}
+
+/// Writes the tree `scanned` to `image` with the blocks its `stored`
+/// contents use copied from `layers` as they are (compressed, renumbered,
+/// their categories kept; blocks no content uses are left out), and the
+/// metadata pointing each file at its chunks there.
+pub(crate) fn write_reusing_blocks(
+    mut image: ImageFile,
+    options: &CreateOptions,
+    layers: &[Arc<Filesystem>],
+    scanned: Scanned,
+    stored: StoredContents,
+) -> Result<Summary> {
+    let tree = scanned.tree;
+    let block_size = layers
+        .iter()
+        .map(|fs| fs.block_size())
+        .max()
+        .unwrap_or(1 << 24);
     // The blocks used, in layer and block order, renumbered.
-    let mut extents = Vec::with_capacity(content_at.len());
+    let mut extents = Vec::with_capacity(stored.at.len());
     let mut used: BTreeMap<(usize, u32), u32> = BTreeMap::new();
-    for &(layer, ino) in &content_at {
+    for &(layer, ino) in &stored.at {
         let e = layers[layer].extents(ino).map_err(image_error)?;
         let mut placed = Vec::with_capacity(e.len());
         for x in e {
@@ -212,7 +271,11 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     for (n, ((layer, block), number)) in used.iter_mut().enumerate() {
         *number = n as u32;
         let fs = &layers[*layer];
-        let section = &fs.blocks()[*block as usize];
+        let section = fs.blocks().get(*block as usize).ok_or_else(|| {
+            Error::Input(format!(
+                "a chunk names block {block}, which the image lacks"
+            ))
+        })?;
         let payload = fs.image().verified_payload(section).map_err(image_error)?;
         block_bytes += payload.len() as u64;
         image.section(SectionType::BLOCK, section.header.compression, &payload)?;
@@ -233,11 +296,17 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
         })
         .collect();
     let deduped = Deduped {
-        contents,
+        contents: stored.contents,
         unreadable: Vec::new(),
     };
-    let counts = tree.counts();
-    let original_bytes = deduped.contents.iter().map(|c| c.size).sum();
+    let mut summary = Summary {
+        counts: tree.counts(),
+        blocks: used.len() as u64,
+        block_bytes,
+        warnings: scanned.warnings,
+        ..Summary::default()
+    };
+    summary.count_contents(&tree, &deduped);
     let inputs = Inputs {
         tree: &tree,
         deduped,
@@ -245,21 +314,60 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
         blocks: used.len() as u32,
         block_size,
     };
-    let meta = build_metadata(options, inputs, None);
+    let mut meta = build_metadata(options, inputs, None);
     drop(tree);
-    let metadata_bytes = write_metadata(&mut image, options, &meta)?;
+    copy_categories(&mut meta, layers, &used)?;
+    summary.metadata_bytes = write_metadata(&mut image, options, &meta)?;
     write_history(&mut image, options)?;
-    let image_bytes = image.finish(options.section_index, options.recovery)?;
-    Ok(Summary {
-        counts,
-        original_bytes,
-        blocks: used.len() as u64,
-        block_bytes,
-        metadata_bytes,
-        image_bytes,
-        warnings: scanned.warnings,
-        ..Summary::default()
-    })
+    summary.image_bytes = image.finish(options.section_index, options.recovery)?;
+    Ok(summary)
+}
+
+/// Gives the reused blocks (`used`: (layer, block) to its new number)
+/// the categories, and category metadata, their layers record.
+fn copy_categories(
+    meta: &mut Metadata,
+    layers: &[Arc<Filesystem>],
+    used: &BTreeMap<(usize, u32), u32>,
+) -> Result<()> {
+    let metas = layers
+        .iter()
+        .map(|fs| fs.metadata().map_err(image_error))
+        .collect::<Result<Vec<_>>>()?;
+    let categories: Vec<(Option<&str>, Option<&str>)> = used
+        .keys()
+        .map(|&(layer, block)| block_category(metas[layer], block as usize))
+        .collect();
+    if categories.iter().all(|(name, _)| name.is_none()) {
+        return Ok(());
+    }
+    let mut names: Vec<String> = Vec::new();
+    let mut jsons: Vec<String> = Vec::new();
+    let mut block_categories = Vec::with_capacity(categories.len());
+    let mut block_metadata = BTreeMap::new();
+    for (block, (name, json)) in categories.iter().enumerate() {
+        let name = name.unwrap_or(crate::categorize::DEFAULT_CATEGORY);
+        block_categories.push(index_of(&mut names, name));
+        if let Some(json) = json {
+            block_metadata.insert(block as u32, index_of(&mut jsons, json));
+        }
+    }
+    meta.category_names = Some(names);
+    meta.block_categories = Some(block_categories);
+    if !jsons.is_empty() {
+        meta.category_metadata_json = Some(jsons);
+        meta.block_category_metadata = Some(block_metadata);
+    }
+    Ok(())
+}
+
+/// The index of `s` in `list`, added at the end when missing.
+fn index_of(list: &mut Vec<String>, s: &str) -> u32 {
+    let i = list.iter().position(|x| x == s).unwrap_or_else(|| {
+        list.push(s.to_string());
+        list.len() - 1
+    });
+    i as u32
 }
 
 /// A regular file of an image, read from the start.

@@ -25,6 +25,9 @@
 //! 7. `write_history`, then [`output`] renames the image file into place
 //!    when complete.
 //!
+//! [`merge`] joins images built apart (`hoard merge`), copying their
+//! blocks as they are.
+//!
 //! [`parse`] and [`history`] serve the programs driving the writer (the
 //! command line, the Python package): option values given as text, and
 //! the history entry recording a run.
@@ -40,6 +43,7 @@ pub mod filter;
 pub mod flatten;
 pub mod history;
 pub mod level;
+pub mod merge;
 pub mod metadata;
 pub mod order;
 pub mod output;

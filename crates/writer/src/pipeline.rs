@@ -97,6 +97,9 @@ pub struct CreateOptions {
     /// Read the merged tree of these images (a stack, bottom first)
     /// instead of `input`.
     pub flatten: Vec<PathBuf>,
+    /// Read the merged tree of these images instead of `input` (`hoard
+    /// merge --recompress`).
+    pub merge: Option<crate::merge::Parts>,
 }
 
 /// Settings that one category overrides; None keeps the general setting.
@@ -159,6 +162,7 @@ impl CreateOptions {
             category_metadata: true,
             delta: None,
             flatten: Vec::new(),
+            merge: None,
         }
     }
 }
@@ -414,7 +418,7 @@ pub fn create(
 impl Summary {
     /// Counts the bytes and duplicates of `deduped`'s contents and warns
     /// of the files that could not be read.
-    fn count_contents(&mut self, tree: &Tree, deduped: &Deduped) {
+    pub(crate) fn count_contents(&mut self, tree: &Tree, deduped: &Deduped) {
         for (file, e) in &deduped.unreadable {
             self.warnings
                 .push(format!("{}: {e}", tree.source(*file).display()));
@@ -455,6 +459,9 @@ fn scan_input(
     if let Ok(m) = std::fs::metadata(&options.output) {
         use std::os::unix::fs::MetadataExt;
         scan_options.exclude.push((m.dev(), m.ino()));
+    }
+    if let Some(parts) = &options.merge {
+        return crate::merge::scan_parts(parts, &scan_options, options.filter.as_ref(), progress);
     }
     if !options.flatten.is_empty() {
         return crate::flatten::scan_stack(

@@ -154,7 +154,7 @@ fn block_streams(meta: &Metadata, blocks: usize) -> Vec<(Option<&str>, Option<&s
 }
 
 /// The category name and metadata of block `n`, where the image has them.
-fn block_category(meta: &Metadata, n: usize) -> (Option<&str>, Option<&str>) {
+pub(crate) fn block_category(meta: &Metadata, n: usize) -> (Option<&str>, Option<&str>) {
     let name = meta
         .block_categories
         .as_ref()

@@ -11,6 +11,7 @@ mod info_history;
 mod keygen;
 mod ls;
 mod manifest;
+mod merge;
 mod mount;
 mod progress;
 mod repair;
@@ -41,6 +42,7 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
                 None => create::run(&a)?,
             },
             Command::Rewrite(a) => rewrite::run(&a)?,
+            Command::Merge(a) => merge::run(&a)?,
             Command::Check(a) => check::run(&a)?,
             Command::Repair(a) => repair::run(&a)?,
             Command::Ls(a) => ls::run(&a)?,

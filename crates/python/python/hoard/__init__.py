@@ -25,7 +25,7 @@ import stat as _stat
 from . import _hoard
 from ._hoard import ImageError
 
-__all__ = ["Image", "ImageFile", "ImageError", "create", "rewrite"]
+__all__ = ["Image", "ImageFile", "ImageError", "create", "merge", "rewrite"]
 
 
 def _stat_result(t):
@@ -354,3 +354,23 @@ def rewrite(source, image_path, level=7, **options):
     image records this call in its history.
     """
     return _hoard.rewrite(source, image_path, level, options)
+
+
+def merge(parts, image_path, names=None, union=False, dedupe=True,
+          recompress=False, level=7, force=False):
+    """Joins the images ``parts`` into one image ``image_path``, as ``hoard
+    merge`` does; returns a dict summary (files, original_bytes,
+    duplicate_files, blocks, image_bytes, warnings, ...).
+
+    Each part's tree goes under a directory: ``names`` (one each), by
+    default its file name without extension; with ``union=True`` the
+    trees join at the root instead (a path in two parts is an error unless
+    both are directories). The parts' compressed blocks are copied as they
+    are; with ``dedupe`` a file an earlier part holds is stored once. Parts
+    must share a block size unless ``recompress``, which compresses the
+    data again at ``level``. The image is written to a temporary file and
+    renamed into place when complete.
+    """
+    return _hoard.merge([_p(p) for p in parts], _p(image_path), names, union,
+                        dedupe, recompress, level, force)
+

@@ -60,4 +60,14 @@ def create(
     progress: Optional[Callable[[Dict[str, Any]], None]] = None,
     **options: Any,
 ) -> Dict[str, Any]: ...
+def merge(
+    parts: List[StrPath],
+    image_path: StrPath,
+    names: Optional[List[str]] = None,
+    union: bool = False,
+    dedupe: bool = True,
+    recompress: bool = False,
+    level: int = 7,
+    force: bool = False,
+) -> Dict[str, Any]: ...
 def rewrite(source: StrPath, image_path: StrPath, level: int = 7, **options: Any) -> Tuple[int, int, int]: ...

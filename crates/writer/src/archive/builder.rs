@@ -52,6 +52,9 @@ pub(crate) struct Builder<'a> {
     left_out_files: HashMap<Vec<u8>, usize>,
     /// What was read but could not be kept, one line each.
     warnings: Vec<String>,
+    /// A member whose path is taken (but for a directory by a directory)
+    /// is an error instead of a replacement.
+    disjoint: bool,
 }
 
 impl<'a> Builder<'a> {
@@ -88,7 +91,14 @@ impl<'a> Builder<'a> {
             excluded: HashMap::new(),
             left_out_files: HashMap::new(),
             warnings: Vec::new(),
+            disjoint: false,
         }
+    }
+
+    /// Makes a member whose path is taken an error (the trees added are
+    /// to be disjoint), unless both are directories.
+    pub(crate) fn refuse_replacing(&mut self) {
+        self.disjoint = true;
     }
 
     /// Whether the options leave out `path` (a directory when `is_dir`)
@@ -209,13 +219,13 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    /// Adds one member (a later member of the same path replaces an
-    /// earlier one, as when unpacking).
     /// Notes something the archive holds that the image will not.
     pub(crate) fn warn(&mut self, warning: String) {
         self.warnings.push(warning);
     }
 
+    /// Adds one member (a later member of the same path replaces an
+    /// earlier one, as when unpacking).
     pub(crate) fn add(&mut self, m: Member) -> Result<()> {
         let path = confined(&m.path);
         let is_dir = matches!(m.kind, MemberKind::Dir);
@@ -309,6 +319,12 @@ impl<'a> Builder<'a> {
             match (&old.kind, &kind) {
                 // A directory named again keeps what it holds.
                 (Kind::Dir { .. }, Kind::Dir { .. }) => {}
+                _ if self.disjoint => {
+                    return Err(Error::Input(format!(
+                        "'{}' is in more than one of the trees",
+                        String::from_utf8_lossy(&path)
+                    )))
+                }
                 (Kind::Dir { children }, _) if !children.is_empty() => {
                     return Err(Error::Input(format!(
                         "'{}' replaces a directory that is not empty",

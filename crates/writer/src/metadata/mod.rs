@@ -3,10 +3,10 @@
 //! form [`hoard_format::metadata::Metadata`] that the format crate encodes.
 //!
 //! [`build`] runs one step per group of tables, each in a module of its
-//! own: [`inodes`] numbers directories and inodes, [`names`] builds the
-//! directory, name, symlink and device tables, [`chunks`] the chunk and
-//! shared-file tables and the size totals, [`attrs`] the owner, mode and
-//! time tables and the file-system options; [`xattrs`] interns the
+//! own: `inodes` numbers directories and inodes, `names` builds the
+//! directory, name, symlink and device tables, `chunks` the chunk and
+//! shared-file tables and the size totals, `attrs` the owner, mode and
+//! time tables and the file-system options; `xattrs` interns the
 //! extended attributes of every inode.
 
 mod attrs;

@@ -1,0 +1,178 @@
+"""Build one image on a Dask cluster.
+
+>>> from dask.distributed import Client
+>>> import hoard.distributed
+>>> with Client("scheduler:8786") as client:
+...     hoard.distributed.create("/shared/tree", "/shared/tree.dwarfs", client, shards=64)
+
+:func:`create` walks the source tree once (on the calling machine), plans
+``shards`` lists of paths of about equal size (bytes, plus a little for
+each entry, so that a shard of many small files is not larger than one of
+a few big ones; every name of a hard-linked file goes in one shard), and
+has each built into a part image by a Dask task with :func:`hoard.create`
+(``input_list`` names the shard's paths), so that a worker's memory is
+bounded by its shard. A last task joins the parts with :func:`hoard.merge`
+(``union``: shards are disjoint but for the directories above their
+files), copying their compressed blocks as they are; files several shards
+hold are stored once. The source, the parts' directory and the output
+must be paths every worker sees the same (a shared file system).
+
+Progress shows on Dask's dashboard (tasks ``hoard-shard-*`` and
+``hoard-merge-*``) and, with ``progress``, through a callback. Dask
+retries a task whose worker died (``distributed.scheduler.allowed-failures``)
+and one that raised (``retries``); a shard that fails for good fails the
+build with its error, the other tasks are cancelled, the parts removed,
+and no output is written (the merge writes it to a temporary file and
+renames it into place when complete).
+"""
+
+import os
+import shutil
+import stat
+import tempfile
+import uuid
+
+__all__ = ["create", "plan"]
+
+# What an entry costs in a shard besides its bytes (its metadata, the
+# work of reading it): 200,000 empty files weigh as 100 MB of data.
+ENTRY_WEIGHT = 512
+
+
+def _walk(top):
+    """(relative path, lstat) of every entry below ``top`` (bytes paths, in
+    sorted order, directories before what they hold)."""
+    stack = [b""]
+    root = os.fsencode(top)
+    while stack:
+        rel = stack.pop()
+        with os.scandir(os.path.join(root, rel) if rel else root) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        below = []
+        for e in entries:
+            path = rel + b"/" + e.name if rel else e.name
+            st = e.stat(follow_symlinks=False)
+            yield path, st
+            if stat.S_ISDIR(st.st_mode):
+                below.append(path)
+        stack.extend(reversed(below))
+
+
+def plan(source, shards):
+    """The paths (bytes, relative to ``source``) of each of at most
+    ``shards`` shards of the tree at ``source``, in path order, of about
+    equal weight (bytes of regular files, plus ``ENTRY_WEIGHT`` an
+    entry); all names of a hard-linked file are in the shard of its first.
+    Empty shards are left out."""
+    if shards < 1:
+        raise ValueError(f"shards must be at least 1, not {shards}")
+    if not os.path.isdir(source):
+        raise NotADirectoryError(f"{source}: not a directory")
+    entries = []
+    total = 0
+    links = set()
+    for path, st in _walk(source):
+        weight = ENTRY_WEIGHT
+        link = None
+        if stat.S_ISREG(st.st_mode):
+            if st.st_nlink > 1:
+                link = (st.st_dev, st.st_ino)
+            # A hard-linked file's bytes count once, with its first name.
+            if link is None or link not in links:
+                weight += st.st_size
+            links.add(link)
+        entries.append((path, weight, link))
+        total += weight
+    lists = [[] for _ in range(shards)]
+    shard_of_link = {}
+    done = 0
+    for path, weight, link in entries:
+        # The shard its middle falls in.
+        shard = min(shards - 1, (done + weight // 2) * shards // max(total, 1))
+        if link is not None:
+            shard = shard_of_link.setdefault(link, shard)
+        lists[shard].append(path)
+        done += weight
+    return [paths for paths in lists if paths] or [[]]
+
+
+def _build_shard(source, part, paths_file, level, options):
+    """A Dask task: builds the part image ``part`` of the paths listed in
+    ``paths_file``; returns the summary of :func:`hoard.create`."""
+    import hoard
+
+    return hoard.create(source, part, level, input_list=paths_file, force=True, **options)
+
+
+def _merge_parts(parts, output, level, force, *_shard_summaries):
+    """A Dask task, run once every shard is built (their summaries are
+    passed to order it after them): joins the parts into ``output``."""
+    import hoard
+
+    return hoard.merge(parts, output, union=True, level=level, force=force)
+
+
+def create(source, output, client, shards=None, level=7, retries=2,
+           parts_dir=None, progress=None, force=False, **options):
+    """Builds the image ``output`` of the directory ``source`` on the Dask
+    cluster of ``client`` (a ``dask.distributed.Client``), in ``shards``
+    parts (default: twice the workers' threads); returns the summary of the
+    merge (files, original_bytes, duplicate_files, image_bytes, ...) with
+    ``shards`` (the summaries of the parts' builds) added.
+
+    ``level`` and ``options`` (those of :func:`hoard.create`, less
+    ``input_list``) apply to every part. ``retries`` is how many times
+    Dask runs a failing task again. The parts are written to a new
+    directory in ``parts_dir`` (default: beside ``output``), removed at
+    the end. ``progress``, if given, is called on this machine with
+    ``(tasks_done, tasks)`` as tasks finish.
+    """
+    if "input_list" in options:
+        raise TypeError("create() plans the shards itself: input_list is not an option")
+    source = os.fsdecode(os.fspath(source))
+    output = os.path.abspath(os.fsdecode(os.fspath(output)))
+    if os.path.exists(output) and not force:
+        raise FileExistsError(f"{output}: exists (force=True overwrites it)")
+    if shards is None:
+        shards = 2 * max(1, sum(client.nthreads().values()))
+    lists = plan(source, shards)
+    where = parts_dir if parts_dir is not None else os.path.dirname(output)
+    work = tempfile.mkdtemp(prefix=".hoard-parts-", dir=where)
+    token = uuid.uuid4().hex[:12]
+    futures = []
+    try:
+        parts = []
+        for i, paths in enumerate(lists):
+            listing = os.path.join(work, f"part-{i:05}.list")
+            with open(listing, "wb") as f:
+                f.write(b"".join(p + b"\n" for p in paths))
+            part = os.path.join(work, f"part-{i:05}.dwarfs")
+            parts.append(part)
+            futures.append(client.submit(
+                _build_shard, source, part, listing, level, options,
+                key=f"hoard-shard-{i}-{token}", retries=retries, pure=False))
+        merged = client.submit(
+            _merge_parts, parts, output, level, force, *futures,
+            key=f"hoard-merge-{token}", retries=retries, pure=False)
+        futures.append(merged)
+        _wait(futures, progress)
+        summary = merged.result()
+        summary["shards"] = [f.result() for f in futures[:-1]]
+        return summary
+    finally:
+        client.cancel(futures)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _wait(futures, progress):
+    """Waits for every task, calling ``progress``; the first task that
+    fails for good raises its error."""
+    from dask.distributed import as_completed
+
+    done = 0
+    for future in as_completed(futures):
+        if future.status != "finished":
+            future.result()
+        done += 1
+        if progress is not None:
+            progress(done, len(futures))

@@ -1,0 +1,83 @@
+//! `hoard.merge`: images joined into one (hoard-writer's `merge`), run
+//! without the GIL.
+
+use crate::errors::image_error;
+use hoard_writer::history;
+use hoard_writer::level::Level;
+use hoard_writer::merge::{merge_reusing_blocks, Parts};
+use hoard_writer::CreateOptions;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Joins the images `parts` into `image_path`: each under a directory of
+/// `names` (default: its file name without extension), or with `union`
+/// at the root; see `hoard.merge`.
+#[pyfunction]
+#[pyo3(signature = (parts, image_path, names=None, union=false, dedupe=true, recompress=false,
+                    level=hoard_writer::level::DEFAULT_LEVEL, force=false))]
+#[allow(clippy::too_many_arguments)]
+pub fn merge<'py>(
+    py: Python<'py>,
+    parts: Vec<PathBuf>,
+    image_path: PathBuf,
+    names: Option<Vec<String>>,
+    union: bool,
+    dedupe: bool,
+    recompress: bool,
+    level: u8,
+    force: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let level = Level::get(level)
+        .ok_or_else(|| PyValueError::new_err(format!("level {level} out of range 0 to 9")))?;
+    if parts.is_empty() {
+        return Err(PyValueError::new_err("no images to merge"));
+    }
+    let mut spec = match (union, names) {
+        (true, Some(_)) => return Err(PyValueError::new_err("names and union exclude each other")),
+        (true, None) => Parts {
+            images: parts,
+            names: None,
+            dedupe,
+        },
+        (false, None) => Parts::under_own_names(parts).map_err(image_error)?,
+        (false, Some(names)) => Parts {
+            images: parts,
+            names: Some(names),
+            dedupe,
+        },
+    };
+    spec.dedupe = dedupe;
+    let first = spec.images[0].clone();
+    let mut o = CreateOptions::at_level(first, image_path, level);
+    o.merge = Some(spec);
+    o.categorize = None;
+    o.force = force;
+    let now = history::now().map_err(|e| PyValueError::new_err(e.to_string()))?;
+    o.history = Some(history::this_run(
+        vec!["hoard.merge".into()],
+        Some(now.max(0) as u64),
+    ));
+    let summary = py
+        .detach(|| {
+            if recompress {
+                hoard_writer::create(&o, &Default::default(), Arc::new(AtomicBool::new(false)))
+            } else {
+                merge_reusing_blocks(&o)
+            }
+        })
+        .map_err(image_error)?;
+    let c = &summary.counts;
+    let dict = PyDict::new(py);
+    dict.set_item("directories", c.dirs)?;
+    dict.set_item("files", c.files)?;
+    dict.set_item("original_bytes", summary.original_bytes)?;
+    dict.set_item("duplicate_files", summary.duplicate_files)?;
+    dict.set_item("blocks", summary.blocks)?;
+    dict.set_item("image_bytes", summary.image_bytes)?;
+    dict.set_item("warnings", &summary.warnings)?;
+    Ok(dict)
+}
