@@ -22,12 +22,15 @@
 //! * `pieces` — fetched bytes in memory; `disk` — verified sections on
 //!   disk, shared between processes.
 //! * [`options`] — the `remote_*` options.
+//! * [`objects`] — the objects under an S3 prefix, listed and fetched as
+//!   the files of a tree (`hoard create -i s3://bucket/prefix/`).
 //!
 //! See README.md for the design.
 
 pub mod backend;
 mod disk;
 pub mod http;
+pub mod objects;
 pub mod options;
 mod pieces;
 pub mod remote;

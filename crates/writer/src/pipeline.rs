@@ -443,6 +443,14 @@ fn scan_input(
             progress,
         );
     }
+    if crate::objects::is_objects(&options.input) {
+        return crate::objects::scan_objects(
+            &options.input,
+            &scan_options,
+            options.filter.as_ref(),
+            progress,
+        );
+    }
     if crate::archive::is_archive(&options.input) {
         return crate::archive::scan_archive(
             &options.input,
