@@ -795,8 +795,8 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
     std::fs::create_dir_all(tree.join("sub/deeper")).unwrap();
     std::fs::create_dir_all(tree.join("meta")).unwrap();
     std::fs::create_dir_all(tree.join("empty")).unwrap();
-    // Larger than one piece (8 MiB): fetched in three.
-    std::fs::write(tree.join("big"), noise(17 << 20, 7)).unwrap();
+    // Larger than one piece (8 MiB): fetched in two.
+    std::fs::write(tree.join("big"), noise(9 << 20, 7)).unwrap();
     std::fs::write(tree.join("sub/deeper/small"), b"hello objects\n").unwrap();
     std::fs::write(tree.join("sub/zero"), b"").unwrap();
     std::fs::write(tree.join("meta/tool"), b"#!/bin/sh\necho hi\n").unwrap();
@@ -861,6 +861,26 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
             .output()
             .unwrap();
         assert_eq!(String::from_utf8_lossy(&diff.stdout), "");
+    }
+
+    // An archive in S3, and one over HTTP, streamed into an image.
+    common::sh(dir.path(), "tar -czf tree.tar.gz -C tree .");
+    let archive = dir.path().join("tree.tar.gz");
+    moto.put("data", "archives/tree.tar.gz", &archive);
+    let server = RangeServer::start(&archive).expect("range server");
+    for url in ["s3://data/archives/tree.tar.gz".to_string(), server.url()] {
+        let image = dir.path().join("from-archive.dwarfs");
+        let out = s3_hoard(
+            &moto,
+            &["create", "-i", &url, "-o", image.to_str().unwrap(), "-f"],
+        );
+        ok(&out);
+        let diff = hoard()
+            .args(["diff", tree.to_str().unwrap(), image.to_str().unwrap()])
+            .args(["--ignore", "mtime_ns"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&diff.stdout), "", "{url}");
     }
 
     // A prefix with nothing under it: one line, no image.

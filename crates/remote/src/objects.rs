@@ -54,6 +54,12 @@ impl Bucket {
         format!("s3://{}/{key}", self.name)
     }
 
+    /// Whether the object `key` exists (a failed request says no).
+    pub fn exists(&self, key: &str) -> bool {
+        let path = ObjectPath::from(key);
+        self.runtime.block_on(self.store.head(&path)).is_ok()
+    }
+
     /// Every object whose key starts with `prefix` (a whole number of
     /// `/`-separated components), sorted by key.
     pub fn list(&self, prefix: &str) -> Result<Vec<Object>, String> {

@@ -27,6 +27,23 @@ pub fn is_objects(input: &Path) -> bool {
     input.to_str().is_some_and(|s| s.starts_with("s3://"))
 }
 
+/// The URL of `input` when it names one remote file, an archive to
+/// stream: any `http://` or `https://` URL, and an `s3://bucket/key` not
+/// ending in `/` where that object exists (else it is a prefix).
+pub fn remote_archive(input: &Path) -> Option<&str> {
+    let url = input.to_str()?;
+    if url.starts_with("http://") || url.starts_with("https://") {
+        return Some(url);
+    }
+    let (bucket, key) = url.strip_prefix("s3://")?.split_once('/')?;
+    if key.is_empty() || key.ends_with('/') {
+        return None;
+    }
+    let remote = hoard_remote::Options::from_env().ok()?;
+    let exists = Bucket::new(bucket, &remote).is_ok_and(|b| b.exists(key));
+    exists.then_some(url)
+}
+
 /// The bucket and prefix (empty, or ending in `/`) of `s3://bucket/prefix`.
 fn split_url(url: &str) -> Result<(&str, String)> {
     let rest = url.strip_prefix("s3://").unwrap_or(url);
@@ -251,7 +268,10 @@ mod tests {
         let a = attributes(&object("x"), &meta, false);
         assert_eq!(a.mode, libc::S_IFREG | 0o755);
         assert_eq!((a.uid, a.gid), (1000, 100));
-        assert_eq!(({ a.mtime.sec }, { a.mtime.nsec }), (1_600_000_000, 500_000_000));
+        assert_eq!(
+            ({ a.mtime.sec }, { a.mtime.nsec }),
+            (1_600_000_000, 500_000_000)
+        );
         let plain = attributes(&object("d"), &[], true);
         assert_eq!(plain.mode, libc::S_IFDIR | 0o755);
         assert_eq!({ plain.mtime.sec }, 1_700_000_000);
