@@ -688,6 +688,26 @@ impl Moto {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The keys in `bucket` (sorted, on one line), and whether any
+    /// multipart upload is pending there.
+    fn contents(&self, bucket: &str) -> String {
+        let code = format!(
+            "import boto3\n\
+             s3 = boto3.client('s3', endpoint_url='{}')\n\
+             keys = [o['Key'] for o in s3.list_objects_v2(Bucket='{bucket}').get('Contents', [])]\n\
+             print(' '.join(sorted(keys)))\n\
+             pending = s3.list_multipart_uploads(Bucket='{bucket}').get('Uploads', [])\n\
+             print('uploads pending' if pending else 'no uploads pending')\n",
+            self.endpoint()
+        );
+        let out = Command::new("python3")
+            .args(["-c", &code])
+            .envs(S3_ENV)
+            .output()
+            .unwrap();
+        ok(&out)
+    }
+
     /// Puts `file` at s3://bucket/key.
     fn put(&self, bucket: &str, key: &str, file: &Path) {
         let code = format!(
@@ -844,8 +864,21 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
         );
     }
 
-    // Served from S3 and mounted, the image is the tree again.
-    moto.put("images", "objects.dwarfs", &image);
+    // Built from S3 into S3 (a multipart upload) and mounted from there,
+    // the image is the tree again.
+    moto.put("images", "placeholder", &image);
+    let out = s3_hoard(
+        &moto,
+        &[
+            "create",
+            "-i",
+            "s3://data/trees/one/",
+            "-o",
+            "s3://images/objects.dwarfs",
+            "--no-progress",
+        ],
+    );
+    ok(&out);
     if fuse_available() {
         let mnt = dir.path().join("mnt");
         std::fs::create_dir_all(&mnt).unwrap();
@@ -883,24 +916,38 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
         assert_eq!(String::from_utf8_lossy(&diff.stdout), "", "{url}");
     }
 
-    // A prefix with nothing under it: one line, no image.
+    // A prefix with nothing under it: one line, no image (local or in
+    // S3, where no upload is left pending either).
     let missing = dir.path().join("missing.dwarfs");
+    for output in [missing.to_str().unwrap(), "s3://images/missing.dwarfs"] {
+        let out = s3_hoard(&moto, &["create", "-i", "s3://data/nothing/", "-o", output]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains("s3://data/nothing/: no objects under this prefix"),
+            "{err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    assert!(!missing.exists());
+    assert_eq!(
+        moto.contents("images"),
+        "objects.dwarfs placeholder\nno uploads pending\n"
+    );
+    // An existing object is not overwritten without -f.
     let out = s3_hoard(
         &moto,
         &[
             "create",
             "-i",
-            "s3://data/nothing/",
+            tree.to_str().unwrap(),
             "-o",
-            missing.to_str().unwrap(),
+            "s3://images/placeholder",
         ],
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
     assert!(
-        err.contains("s3://data/nothing/: no objects under this prefix"),
+        err.contains("s3://images/placeholder: already exists"),
         "{err}"
     );
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(!missing.exists());
 }

@@ -64,6 +64,28 @@ fn split_url(url: &str) -> Result<(&str, String)> {
     ))
 }
 
+/// The bucket and key of `output` when it is an `s3://bucket/key` URL.
+pub fn s3_output(output: &Path) -> Option<(&str, &str)> {
+    let (bucket, key) = output.to_str()?.strip_prefix("s3://")?.split_once('/')?;
+    (!bucket.is_empty() && !key.is_empty() && !key.ends_with('/')).then_some((bucket, key))
+}
+
+/// Uploads the image file `local` to `s3://bucket/key` (refused if that
+/// object exists, unless `force`): a multipart upload completed only when
+/// every byte is stored, aborted otherwise.
+pub fn upload_image(local: &Path, bucket: &str, key: &str, force: bool) -> Result<()> {
+    let url = format!("s3://{bucket}/{key}");
+    let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
+    let bucket = Bucket::new(bucket, &remote).map_err(Error::Input)?;
+    if !force && bucket.exists(key) {
+        return Err(Error::Input(format!(
+            "{url}: already exists (use -f to overwrite)"
+        )));
+    }
+    let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
+    bucket.upload(key, &mut file).map_err(Error::Input)
+}
+
 /// What a fetched object left: its spooled contents and user metadata
 /// (None: a directory marker).
 type Fetched = (PathBuf, Option<Vec<(String, String)>>);

@@ -23,6 +23,19 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
     if args.debug_filter {
         return debug_filter(args, options.filter.take());
     }
+    // An image for S3 is built in a temporary directory, then uploaded.
+    let s3_output = hoard_writer::objects::s3_output(&args.output);
+    let staging = match s3_output {
+        Some(_) => {
+            let dir = tempfile::Builder::new()
+                .prefix(".hoard-upload-")
+                .tempdir()
+                .context("cannot make a temporary directory for the image")?;
+            options.output = dir.path().join("image.dwarfs");
+            Some(dir)
+        }
+        None => None,
+    };
     let cancel = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
@@ -34,6 +47,11 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
         create(&options, &progress, Arc::clone(&cancel))
     })
     .context("cannot create image")?;
+    if let Some((bucket, key)) = s3_output {
+        hoard_writer::objects::upload_image(&options.output, bucket, key, args.force)
+            .context("cannot upload the image")?;
+        drop(staging);
+    }
     let elapsed = started.elapsed().as_secs_f64();
     if args.log_level != "error" {
         for w in &summary.warnings {
