@@ -916,6 +916,27 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
         assert_eq!(String::from_utf8_lossy(&diff.stdout), "", "{url}");
     }
 
+    // Parts in S3 and on disk merged into S3.
+    let out = s3_hoard(
+        &moto,
+        &[
+            "merge",
+            "s3://images/objects.dwarfs",
+            image.to_str().unwrap(),
+            "--as",
+            "a",
+            "--as",
+            "b",
+            "-o",
+            "s3://images/merged.dwarfs",
+        ],
+    );
+    ok(&out);
+    for path in ["a/sub/deeper/small", "b/sub/deeper/small"] {
+        let out = s3_hoard(&moto, &["cat", "s3://images/merged.dwarfs", path]);
+        assert_eq!(ok(&out), "hello objects\n");
+    }
+
     // A prefix with nothing under it: one line, no image (local or in
     // S3, where no upload is left pending either).
     let missing = dir.path().join("missing.dwarfs");
@@ -932,7 +953,7 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
     assert!(!missing.exists());
     assert_eq!(
         moto.contents("images"),
-        "objects.dwarfs placeholder\nno uploads pending\n"
+        "merged.dwarfs objects.dwarfs placeholder\nno uploads pending\n"
     );
     // An existing object is not overwritten without -f.
     let out = s3_hoard(
