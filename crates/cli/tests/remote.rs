@@ -718,6 +718,26 @@ impl Moto {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The keys in `bucket` (sorted, on one line), and whether any
+    /// multipart upload is pending there.
+    fn contents(&self, bucket: &str) -> String {
+        let code = format!(
+            "import boto3\n\
+             s3 = boto3.client('s3', endpoint_url='{}')\n\
+             keys = [o['Key'] for o in s3.list_objects_v2(Bucket='{bucket}').get('Contents', [])]\n\
+             print(' '.join(sorted(keys)))\n\
+             pending = s3.list_multipart_uploads(Bucket='{bucket}').get('Uploads', [])\n\
+             print('uploads pending' if pending else 'no uploads pending')\n",
+            self.endpoint()
+        );
+        let out = Command::new("python3")
+            .args(["-c", &code])
+            .envs(S3_ENV)
+            .output()
+            .unwrap();
+        ok(&out)
+    }
+
     /// Puts `file` at s3://bucket/key.
     fn put(&self, bucket: &str, key: &str, file: &Path) {
         let code = format!(
@@ -769,5 +789,216 @@ fn s3_commands_and_mount_equal_local_results() {
             .lines()
             .count(),
         1
+    );
+}
+
+/// Uploads every file below `root` to s3://`bucket`/`prefix`/ (a
+/// symlink as s3fs stores one); the files of `meta/` and the symlink
+/// carry s3fs's metadata (mode, uid 1234, gid 4321, mtime 1500000000),
+/// and `empty/` is a directory marker.
+fn upload_tree(moto: &Moto, root: &Path, bucket: &str, prefix: &str) {
+    let code = format!(
+        "import boto3, os, sys\n\
+         s3 = boto3.client('s3', endpoint_url='{}')\n\
+         s3.create_bucket(Bucket='{bucket}')\n\
+         root = sys.argv[1]\n\
+         s3.put_object(Bucket='{bucket}', Key='{prefix}/empty/', Body=b'')\n\
+         for d, dirs, files in os.walk(root):\n\
+         \x20   for name in files:\n\
+         \x20       path = os.path.join(d, name)\n\
+         \x20       key = '{prefix}/' + os.path.relpath(path, root)\n\
+         \x20       st = os.lstat(path)\n\
+         \x20       meta = dict(mode=str(st.st_mode), uid='1234', gid='4321', mtime='1500000000')\n\
+         \x20       body = os.readlink(path).encode() if os.path.islink(path) else open(path, 'rb').read()\n\
+         \x20       extra = meta if '/meta/' in path or os.path.islink(path) else dict()\n\
+         \x20       s3.put_object(Bucket='{bucket}', Key=key, Body=body, Metadata=extra)\n",
+        moto.endpoint()
+    );
+    let out = Command::new("python3")
+        .args(["-c", &code])
+        .arg(root)
+        .envs(S3_ENV)
+        .output()
+        .unwrap();
+    ok(&out);
+}
+
+/// `hoard` with the moto server's endpoint and test credentials.
+fn s3_hoard(moto: &Moto, args: &[&str]) -> Output {
+    hoard()
+        .env("HOARD_REMOTE", REMOTE)
+        .env("AWS_ENDPOINT_URL", moto.endpoint())
+        .envs(S3_ENV)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_tree_of_s3_objects_packs_as_that_tree() {
+    if !python_ok() {
+        return;
+    }
+    let Some(moto) = Moto::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub/deeper")).unwrap();
+    std::fs::create_dir_all(tree.join("meta")).unwrap();
+    std::fs::create_dir_all(tree.join("empty")).unwrap();
+    // Larger than one piece (8 MiB): fetched in two.
+    std::fs::write(tree.join("big"), noise(9 << 20, 7)).unwrap();
+    std::fs::write(tree.join("sub/deeper/small"), b"hello objects\n").unwrap();
+    std::fs::write(tree.join("sub/zero"), b"").unwrap();
+    std::fs::write(tree.join("meta/tool"), b"#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(
+        tree.join("meta/tool"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o750),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("../sub/deeper/small", tree.join("meta/link")).unwrap();
+    upload_tree(&moto, &tree, "data", "trees/one");
+
+    let image = dir.path().join("objects.dwarfs");
+    let out = s3_hoard(
+        &moto,
+        &[
+            "create",
+            "-i",
+            "s3://data/trees/one/",
+            "-o",
+            image.to_str().unwrap(),
+            "--no-progress",
+        ],
+    );
+    ok(&out);
+    // Every path, kind, mode and byte as the tree has them (owners and
+    // times only where the metadata gives them).
+    let diff = hoard()
+        .args(["diff", tree.to_str().unwrap(), image.to_str().unwrap()])
+        .args(["--ignore", "mtime,mtime_ns,uid,gid"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&diff.stdout), "");
+    assert!(diff.status.success());
+    let manifest = manifest_of(&image);
+    for path in ["meta/tool", "meta/link"] {
+        let line = manifest
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["path"] == path)
+            .unwrap();
+        assert_eq!(
+            (&line["uid"], &line["gid"], &line["mtime"]),
+            (&1234.into(), &4321.into(), &1_500_000_000.into()),
+            "{path}"
+        );
+    }
+
+    // Built from S3 into S3 (a multipart upload) and mounted from there,
+    // the image is the tree again.
+    moto.put("images", "placeholder", &image);
+    let out = s3_hoard(
+        &moto,
+        &[
+            "create",
+            "-i",
+            "s3://data/trees/one/",
+            "-o",
+            "s3://images/objects.dwarfs",
+            "--no-progress",
+        ],
+    );
+    ok(&out);
+    if fuse_available() {
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let out = s3_hoard(
+            &moto,
+            &["mount", "s3://images/objects.dwarfs", mnt.to_str().unwrap()],
+        );
+        ok(&out);
+        let _m = common::FuseMount(mnt.clone());
+        let diff = hoard()
+            .args(["diff", tree.to_str().unwrap(), mnt.to_str().unwrap()])
+            .args(["--ignore", "mtime,mtime_ns,uid,gid"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&diff.stdout), "");
+    }
+
+    // An archive in S3, and one over HTTP, streamed into an image.
+    common::sh(dir.path(), "tar -czf tree.tar.gz -C tree .");
+    let archive = dir.path().join("tree.tar.gz");
+    moto.put("data", "archives/tree.tar.gz", &archive);
+    let server = RangeServer::start(&archive).expect("range server");
+    for url in ["s3://data/archives/tree.tar.gz".to_string(), server.url()] {
+        let image = dir.path().join("from-archive.dwarfs");
+        let out = s3_hoard(
+            &moto,
+            &["create", "-i", &url, "-o", image.to_str().unwrap(), "-f"],
+        );
+        ok(&out);
+        let diff = hoard()
+            .args(["diff", tree.to_str().unwrap(), image.to_str().unwrap()])
+            .args(["--ignore", "mtime_ns"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&diff.stdout), "", "{url}");
+    }
+
+    // Parts in S3 and on disk merged into S3.
+    let out = s3_hoard(
+        &moto,
+        &[
+            "merge",
+            "s3://images/objects.dwarfs",
+            image.to_str().unwrap(),
+            "--as",
+            "a",
+            "--as",
+            "b",
+            "-o",
+            "s3://images/merged.dwarfs",
+        ],
+    );
+    ok(&out);
+    for path in ["a/sub/deeper/small", "b/sub/deeper/small"] {
+        let out = s3_hoard(&moto, &["cat", "s3://images/merged.dwarfs", path]);
+        assert_eq!(ok(&out), "hello objects\n");
+    }
+
+    // A prefix with nothing under it: one line, no image (local or in
+    // S3, where no upload is left pending either).
+    let missing = dir.path().join("missing.dwarfs");
+    for output in [missing.to_str().unwrap(), "s3://images/missing.dwarfs"] {
+        let out = s3_hoard(&moto, &["create", "-i", "s3://data/nothing/", "-o", output]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains("s3://data/nothing/: no objects under this prefix"),
+            "{err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    assert!(!missing.exists());
+    assert_eq!(
+        moto.contents("images"),
+        "merged.dwarfs objects.dwarfs placeholder\nno uploads pending\n"
+    );
+    // An existing object is not overwritten without -f.
+    let out = s3_hoard(
+        &moto,
+        &[
+            "create",
+            "-i",
+            tree.to_str().unwrap(),
+            "-o",
+            "s3://images/placeholder",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("s3://images/placeholder: already exists"),
+        "{err}"
     );
 }

@@ -471,6 +471,22 @@ fn scan_input(
             progress,
         );
     }
+    if let Some(url) = crate::objects::remote_archive(&options.input) {
+        return crate::archive::scan_remote_archive(
+            url,
+            &scan_options,
+            options.filter.as_ref(),
+            progress,
+        );
+    }
+    if crate::objects::is_objects(&options.input) {
+        return crate::objects::scan_objects(
+            &options.input,
+            &scan_options,
+            options.filter.as_ref(),
+            progress,
+        );
+    }
     if crate::archive::is_archive(&options.input) {
         return crate::archive::scan_archive(
             &options.input,

@@ -23,6 +23,10 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
     if args.debug_filter {
         return debug_filter(args, options.filter.take());
     }
+    let staged = StagedUpload::new(&args.output, args.force)?;
+    if let Some(s) = &staged {
+        options.output = s.local();
+    }
     let cancel = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
@@ -34,6 +38,9 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
         create(&options, &progress, Arc::clone(&cancel))
     })
     .context("cannot create image")?;
+    if let Some(s) = staged {
+        s.upload()?;
+    }
     let elapsed = started.elapsed().as_secs_f64();
     if args.log_level != "error" {
         for w in &summary.warnings {
@@ -46,6 +53,45 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
         print_summary(&summary, elapsed);
     }
     Ok(if summary.warnings.is_empty() { 0 } else { 2 })
+}
+
+/// An image for `s3://bucket/key`, built in a temporary directory and
+/// uploaded when complete (`hoard_writer::objects::upload_image`).
+pub(super) struct StagedUpload {
+    url: std::path::PathBuf,
+    force: bool,
+    dir: tempfile::TempDir,
+}
+
+impl StagedUpload {
+    /// A staging directory when `output` is an `s3://` URL.
+    pub(super) fn new(output: &std::path::Path, force: bool) -> Result<Option<Self>> {
+        if hoard_writer::objects::s3_output(output).is_none() {
+            return Ok(None);
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(".hoard-upload-")
+            .tempdir()
+            .context("cannot make a temporary directory for the image")?;
+        Ok(Some(StagedUpload {
+            url: output.to_path_buf(),
+            force,
+            dir,
+        }))
+    }
+
+    /// Where the image is built.
+    pub(super) fn local(&self) -> std::path::PathBuf {
+        self.dir.path().join("image.dwarfs")
+    }
+
+    /// Uploads the image built, then removes the staging directory.
+    pub(super) fn upload(self) -> Result<()> {
+        let (bucket, key) = hoard_writer::objects::s3_output(&self.url)
+            .ok_or_else(|| anyhow!("'{}' is not an S3 URL", self.url.display()))?;
+        hoard_writer::objects::upload_image(&self.local(), bucket, key, self.force)
+            .context("cannot upload the image")
+    }
 }
 
 /// Turns the command line into writer options.
