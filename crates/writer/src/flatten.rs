@@ -142,7 +142,8 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
         .unwrap_or(1 << 24);
     let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
         .with_fsync(options.fsync)
-        .with_signing_key(options.sign.clone());
+        .with_signing_key(options.sign.clone())
+        .with_encryption(options.encrypt.as_deref())?;
     // Where each regular file's contents are: (layer, inode), by the
     // number its (never written) spool path is given.
     let mut located: Vec<(usize, u32)> = Vec::new();
@@ -205,7 +206,7 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
         *number = n as u32;
         let fs = &layers[*layer];
         let section = &fs.blocks()[*block as usize];
-        let payload = fs.image().verified_payload(section).map_err(image_error)?;
+        let payload = fs.image().plain_payload(section).map_err(image_error)?;
         block_bytes += payload.len() as u64;
         image.section(SectionType::BLOCK, section.header.compression, &payload)?;
     }
