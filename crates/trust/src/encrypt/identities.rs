@@ -39,7 +39,18 @@ impl Identities {
     pub fn add_file(&mut self, path: &Path) -> Result<()> {
         let text = crate::keys::read_key_file(path)?;
         crate::keys::warn_if_shared(path);
-        let named = |why: &str| Error::Key(format!("identity file '{}': {why}", path.display()));
+        self.add(&text, &format!("identity file '{}'", path.display()))
+    }
+
+    /// Adds the identities in `text`, the contents of an identity file
+    /// (for tests and fuzzing: real ones come from [`Identities::add_file`]).
+    pub fn add_text(&mut self, text: &str) -> Result<()> {
+        self.add(text, "identity text")
+    }
+
+    /// Adds the identities in `text`, errors naming it `what`.
+    fn add(&mut self, text: &str, what: &str) -> Result<()> {
+        let named = |why: &str| Error::Key(format!("{what}: {why}"));
         if text.trim_start().starts_with(SSH_PRIVATE_BEGIN) {
             let identity = age::ssh::Identity::from_buffer(text.as_bytes(), None)
                 .map_err(|_| named("not an OpenSSH private key age can use"))?;
