@@ -130,6 +130,70 @@ pub unsafe extern "C" fn hoard_open_trusted(
     }
 }
 
+/// Like `hoard_open_with`, for an encrypted image: its data key is
+/// unwrapped by one of the `n_identity` identity files `identity` names
+/// (age identities made by `age-keygen`, or unencrypted OpenSSH private
+/// keys) or by the passphrase in the first line of the file
+/// `passphrase_file` (NULL for none). A plain image opens as with
+/// `hoard_open_with`. Returns NULL on error (no identity opens the
+/// image, a wrong passphrase, a damaged image); see `hoard_last_error`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `identity` points to
+/// `n_identity` NUL-terminated strings (or is NULL when `n_identity` is
+/// 0); `passphrase_file` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_open_encrypted(
+    path: *const c_char,
+    identity: *const *const c_char,
+    n_identity: usize,
+    passphrase_file: *const c_char,
+    cache_size: usize,
+) -> *mut HoardImage {
+    let opened = guard(|| {
+        let bytes = c_path(path)?;
+        let path = Path::new(std::ffi::OsStr::from_encoded_bytes_unchecked(bytes));
+        let as_path = |bytes: &[u8]| {
+            std::path::PathBuf::from(std::ffi::OsStr::from_encoded_bytes_unchecked(bytes))
+        };
+        let mut files = Vec::with_capacity(n_identity);
+        for i in 0..n_identity {
+            if identity.is_null() {
+                return Err((libc::EINVAL, "identity is NULL".into()));
+            }
+            files.push(as_path(c_path(*identity.add(i))?));
+        }
+        let key_error = |e: hoard_trust::Error| (libc::EINVAL, e.to_string());
+        let mut identities = hoard_trust::encrypt::Identities::load(&files).map_err(key_error)?;
+        if !passphrase_file.is_null() {
+            identities
+                .add_passphrase(&as_path(c_path(passphrase_file)?))
+                .map_err(key_error)?;
+        }
+        if identities.is_empty() {
+            return Err((libc::EINVAL, "no identity or passphrase file given".into()));
+        }
+        let mut options = FsOptions::default();
+        options.open.identities = Some(std::sync::Arc::new(identities));
+        if cache_size > 0 {
+            options.cache_size = cache_size;
+        }
+        Filesystem::open(path, &options).map_err(|e| {
+            (
+                libc::EIO,
+                format!("cannot open image '{}': {e}", path.display()),
+            )
+        })
+    });
+    match opened {
+        Ok(fs) => Box::into_raw(Box::new(HoardImage { fs })),
+        Err(e) => {
+            keep_error(&e.1);
+            std::ptr::null_mut()
+        }
+    }
+}
+
 /// The message of the last failure of a hoard function on the calling
 /// thread (NULL if none yet). Valid until the next failing call on this
 /// thread.

@@ -1002,3 +1002,41 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
         "{err}"
     );
 }
+
+#[test]
+fn an_encrypted_image_over_http_fetches_only_the_blocks_read() {
+    if !python_ok() {
+        return;
+    }
+    let fx = Fixture::new();
+    let (identity, recipient) = common::age_identity(fx.dir.path(), "id.txt");
+    let image = create_image(
+        &fx.path("tree"),
+        &fx.path("encrypted.dwarfs"),
+        &["-S", "16", "--encrypt-to", &recipient],
+    );
+    let server = RangeServer::start(&image).expect("range server starts");
+    let url = server.url();
+    let id = identity.to_str().unwrap();
+    let listing = ok(&remote_hoard(&["ls", "-R", &url, "--identity", id]));
+    assert!(listing.contains("sub/deeper/small"), "{listing}");
+    let requests = server.stats()["requests"].as_u64().unwrap();
+    assert!(requests <= 4, "{requests} requests to open and list");
+    server.control("/__reset");
+    let small = ok(&remote_hoard(&[
+        "cat",
+        &url,
+        "sub/deeper/small",
+        "--identity",
+        id,
+    ]));
+    assert_eq!(small, "hello remote\n");
+    let bytes = server.stats()["bytes"].as_u64().unwrap();
+    let size = std::fs::metadata(&image).unwrap().len();
+    assert!(
+        bytes < size / 4,
+        "{bytes} of {size} bytes fetched to read one small file"
+    );
+    let out = remote_hoard(&["cat", &url, "sub/deeper/small"]);
+    assert_eq!(out.status.code(), Some(1), "cat without the identity");
+}

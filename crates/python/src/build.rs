@@ -240,6 +240,7 @@ pub fn create<'py>(
     o.section_index = !opts.flag("no_section_index")?;
     o.recovery = opts.take("recovery")?;
     o.sign = signing_key(&opts)?;
+    o.encrypt = recipients(&opts)?;
     o.header = header(&opts)?;
     o.history = history_entry(&opts, arguments, now)?;
     opts.finish("create")?;
@@ -477,6 +478,9 @@ pub fn rewrite(
         recovery: opts.take("recovery")?,
         sign: signing_key(&opts)?,
         trust: None,
+        encrypt: None,
+        identities: None,
+        decrypt: false,
         header: header(&opts)?,
     };
     opts.finish("rewrite")?;
@@ -487,6 +491,24 @@ pub fn rewrite(
         })
         .map_err(image_error)?;
     Ok((summary.blocks, summary.input_bytes, summary.output_bytes))
+}
+
+/// Who the image is encrypted to: option `encrypt_to` (recipients or
+/// files of them) or `passphrase_file`, if given.
+fn recipients(opts: &Options<'_>) -> PyResult<Option<Arc<hoard_trust::encrypt::Recipients>>> {
+    let to = opts.take::<Vec<String>>("encrypt_to")?;
+    let passphrase = opts.take::<PathBuf>("passphrase_file")?;
+    let recipients = match (to, passphrase) {
+        (None, None) => return Ok(None),
+        (Some(to), None) => hoard_trust::encrypt::Recipients::parse(&to),
+        (None, Some(path)) => hoard_trust::encrypt::Recipients::passphrase(&path),
+        (Some(_), Some(_)) => {
+            return Err(PyValueError::new_err(
+                "encrypt_to and passphrase_file cannot be used together",
+            ))
+        }
+    };
+    recipients.map(|r| Some(Arc::new(r))).map_err(value_error)
 }
 
 /// The secret key of option `sign` (a key file path), if given.

@@ -103,15 +103,19 @@ impl Image {
     /// after any header) or a byte offset; `cache_size` the bytes of
     /// decompressed blocks kept in memory (default 512 MiB); `trust`
     /// public key files, of which one key must have signed the image
-    /// (every block is then checked against the signature).
+    /// (every block is then checked against the signature); `identity`
+    /// identity files (age or OpenSSH private keys) and `passphrase_file`
+    /// a file holding a passphrase, one of which opens an encrypted image.
     #[new]
-    #[pyo3(signature = (path, offset=None, cache_size=None, trust=None))]
+    #[pyo3(signature = (path, offset=None, cache_size=None, trust=None, identity=None, passphrase_file=None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         offset: Option<&Bound<'_, PyAny>>,
         cache_size: Option<usize>,
         trust: Option<Vec<PathBuf>>,
+        identity: Option<Vec<PathBuf>>,
+        passphrase_file: Option<PathBuf>,
     ) -> PyResult<Self> {
         let offset = match offset {
             None => ImageOffset::Auto,
@@ -131,6 +135,15 @@ impl Image {
             let keys = hoard_trust::TrustedKeys::load(&files)
                 .map_err(|e| PyValueError::new_err(e.to_string()))?;
             options.open.trust = Some(keys);
+        }
+        if identity.is_some() || passphrase_file.is_some() {
+            let mut ids = hoard_trust::encrypt::Identities::load(&identity.unwrap_or_default())
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            if let Some(p) = &passphrase_file {
+                ids.add_passphrase(p)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            }
+            options.open.identities = Some(Arc::new(ids));
         }
         if let Some(size) = cache_size {
             options.cache_size = size;

@@ -198,6 +198,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.section_index = !args.no_section_index;
     o.recovery = args.recovery;
     o.sign = crate::trust::signing_key(args.sign.as_deref())?;
+    o.encrypt = crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?;
     if !args.base.is_empty() {
         o.delta = Some(hoard_writer::delta::DeltaOptions {
             bases: args.base.clone(),

@@ -53,22 +53,32 @@ def _join(top, name):
 class Image:
     """An open DwarFS image.
 
-    ``Image(path, offset="auto", cache_size=None, trust=None)`` opens the
+    ``Image(path, offset="auto", cache_size=None, trust=None,
+    identity=None, passphrase_file=None)`` opens the
     image file ``path``; ``offset`` is ``"auto"`` (find the image after
     any header, such as a shell script) or the byte offset where it
     starts; ``cache_size`` the bytes of decompressed blocks kept in memory
     (default 512 MiB); ``trust`` a list of public key files (``hoard
     keygen``'s or OpenSSH's): the image must be signed by one of their
-    keys, and every block is checked against the signature before use.
-    Use it as a context manager, or call ``close()``. Raises
+    keys, and every block is checked against the signature before use;
+    ``identity`` a list of identity files (``age-keygen``'s or OpenSSH
+    private keys) and ``passphrase_file`` a file holding a passphrase, one
+    of which opens an encrypted image. Use it as a context manager, or call ``close()``. Raises
     ``FileNotFoundError`` for a missing file and ``ImageError`` when it is
-    not a readable image (or not signed by a trusted key).
+    not a readable image (or not signed by a trusted key, or encrypted
+    and not opened by the identities given).
     """
 
-    def __init__(self, path, offset="auto", cache_size=None, trust=None):
+    def __init__(self, path, offset="auto", cache_size=None, trust=None,
+                 identity=None, passphrase_file=None):
         if trust is not None:
             trust = [os.fspath(t) for t in trust]
-        self._core = _hoard.Image(path, offset, cache_size, trust)
+        if identity is not None:
+            identity = [os.fspath(i) for i in identity]
+        if passphrase_file is not None:
+            passphrase_file = os.fspath(passphrase_file)
+        self._core = _hoard.Image(path, offset, cache_size, trust, identity,
+                                  passphrase_file)
 
     def __enter__(self):
         return self
@@ -318,7 +328,10 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     (``"ms"``, ``"15min"``, ...), chmod, pack_metadata, no_history,
     no_history_timestamps, no_create_timestamp, no_section_index, recovery
     (percent), header (bytes or a file path), sign (a secret key file:
-    the image is signed with it).
+    the image is signed with it), encrypt_to (a list of age or SSH public
+    keys, or files of them: the image is encrypted to them) or
+    passphrase_file (a file whose first line is the passphrase the image
+    is encrypted with).
 
     The per-stream options compression, window_size, window_step,
     max_lookback_blocks and order take a value for every category, a list
