@@ -1001,4 +1001,23 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
         err.contains("s3://images/placeholder: already exists"),
         "{err}"
     );
+    // Nor by a merge, which says so before reading any part (this one
+    // does not exist).
+    let out = s3_hoard(
+        &moto,
+        &[
+            "merge",
+            dir.path().join("no-such-part").to_str().unwrap(),
+            "--as",
+            "a",
+            "-o",
+            "s3://images/placeholder",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("s3://images/placeholder: already exists"),
+        "{err}"
+    );
 }

@@ -70,17 +70,33 @@ pub fn s3_output(output: &Path) -> Option<(&str, &str)> {
     (!bucket.is_empty() && !key.is_empty() && !key.ends_with('/')).then_some((bucket, key))
 }
 
-/// Uploads the image file `local` to `s3://bucket/key` (refused if that
-/// object exists, unless `force`): a multipart upload completed only when
-/// every byte is stored, aborted otherwise.
-pub fn upload_image(local: &Path, bucket: &str, key: &str, force: bool) -> Result<()> {
-    let url = format!("s3://{bucket}/{key}");
+/// Refuses `s3://bucket/key` as an output when that object exists:
+/// asked before a build, so no work is done for an output refused.
+pub fn refuse_existing(bucket: &str, key: &str) -> Result<()> {
     let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
-    let bucket = Bucket::new(bucket, &remote).map_err(Error::Input)?;
-    if !force && bucket.exists(key) {
+    let store = Bucket::new(bucket, &remote).map_err(Error::Input)?;
+    refuse_existing_in(&store, bucket, key)
+}
+
+/// [`refuse_existing`] in an open bucket.
+fn refuse_existing_in(store: &Bucket, bucket: &str, key: &str) -> Result<()> {
+    if store.exists(key) {
         return Err(Error::Input(format!(
-            "{url}: already exists (use -f to overwrite)"
+            "s3://{bucket}/{key}: already exists (use -f to overwrite)"
         )));
+    }
+    Ok(())
+}
+
+/// Uploads the image file `local` to `s3://bucket/key` (refused if that
+/// object exists, unless `force`: asked again, as it may have appeared
+/// during the build): a multipart upload completed only when every byte
+/// is stored, aborted otherwise.
+pub fn upload_image(local: &Path, bucket_name: &str, key: &str, force: bool) -> Result<()> {
+    let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
+    let bucket = Bucket::new(bucket_name, &remote).map_err(Error::Input)?;
+    if !force {
+        refuse_existing_in(&bucket, bucket_name, key)?;
     }
     let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
     bucket.upload(key, &mut file).map_err(Error::Input)
