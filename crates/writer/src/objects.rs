@@ -16,6 +16,7 @@ use crate::filter::Filter;
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
 use crate::tree::{Attrs, Time};
 use crate::{Error, Result};
+use hoard_format::object_attrs::ObjectAttrs;
 use hoard_remote::objects::{Bucket, Object};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -227,51 +228,29 @@ fn fetch_one(bucket: &Bucket, object: &Object, path: &Path) -> Result<Fetched> {
 /// s3fs/rclone/goofys metadata where it has them, else mode 0644 (0755
 /// for a directory), owner 0 and the listing's time.
 fn attributes(object: &Object, metadata: &[(String, String)], dir: bool) -> Attrs {
-    let get = |name: &str| {
-        metadata
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.trim())
-    };
+    let given = ObjectAttrs::parse(metadata);
     let default_mode = if dir {
         libc::S_IFDIR | 0o755
     } else {
         libc::S_IFREG | 0o644
     };
-    let mode = get("mode")
-        .and_then(|m| m.parse::<u32>().ok())
-        .map_or(default_mode, |m| {
-            if m & libc::S_IFMT == 0 {
-                (default_mode & libc::S_IFMT) | (m & 0o7777)
-            } else {
-                m
-            }
-        });
-    let mtime = get("mtime").and_then(parse_seconds).unwrap_or(Time {
-        sec: object.modified.0,
-        nsec: object.modified.1,
+    let mode = given.mode.map_or(default_mode, |m| {
+        if m & libc::S_IFMT == 0 {
+            (default_mode & libc::S_IFMT) | (m & 0o7777)
+        } else {
+            m
+        }
     });
+    let (sec, nsec) = given.mtime.unwrap_or(object.modified);
+    let mtime = Time { sec, nsec };
     Attrs {
         mode,
-        uid: get("uid").and_then(|v| v.parse().ok()).unwrap_or(0),
-        gid: get("gid").and_then(|v| v.parse().ok()).unwrap_or(0),
+        uid: given.uid.unwrap_or(0),
+        gid: given.gid.unwrap_or(0),
         atime: mtime,
         mtime,
         ctime: mtime,
     }
-}
-
-/// Seconds since the epoch, with an optional fraction (`1600000000`,
-/// `1600000000.25`).
-fn parse_seconds(text: &str) -> Option<Time> {
-    let (sec, frac) = text.split_once('.').unwrap_or((text, ""));
-    let sec: i64 = sec.parse().ok()?;
-    let digits: String = frac.chars().take(9).collect();
-    if !digits.chars().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    let nsec = format!("{digits:0<9}").parse().unwrap_or(0);
-    Some(Time { sec, nsec })
 }
 
 #[cfg(test)]
@@ -313,6 +292,5 @@ mod tests {
         let plain = attributes(&object("d"), &[], true);
         assert_eq!(plain.mode, libc::S_IFDIR | 0o755);
         assert_eq!({ plain.mtime.sec }, 1_700_000_000);
-        assert_eq!(parse_seconds("12x"), None);
     }
 }
