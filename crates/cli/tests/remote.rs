@@ -652,6 +652,18 @@ fn an_image_changed_on_the_server_is_reported() {
     assert!(stderr.contains("changed on the server"), "{stderr}");
 }
 
+/// Held by a test while it points this process's S3 client at its own
+/// moto server (the environment is process-wide).
+static S3_ENV_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Points this process's S3 client at `moto`, with test credentials.
+fn use_moto(moto: &Moto) {
+    std::env::set_var("AWS_ENDPOINT_URL", moto.endpoint());
+    for (k, v) in S3_ENV {
+        std::env::set_var(k, v);
+    }
+}
+
 /// A moto S3 server on a free port, killed when dropped.
 struct Moto {
     child: Child,
@@ -738,6 +750,21 @@ impl Moto {
         ok(&out)
     }
 
+    /// Deletes s3://bucket/key.
+    fn delete(&self, bucket: &str, key: &str) {
+        let code = format!(
+            "import boto3\n\
+             boto3.client('s3',endpoint_url='{}').delete_object(Bucket='{bucket}',Key='{key}')\n",
+            self.endpoint()
+        );
+        let out = Command::new("python3")
+            .args(["-c", &code])
+            .envs(S3_ENV)
+            .output()
+            .unwrap();
+        ok(&out);
+    }
+
     /// Puts `file` at s3://bucket/key.
     fn put(&self, bucket: &str, key: &str, file: &Path) {
         let code = format!(
@@ -762,14 +789,12 @@ fn s3_commands_and_mount_equal_local_results() {
     if !python_ok() {
         return;
     }
+    let _env = S3_ENV_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let Some(moto) = Moto::start() else { return };
     let fx = Fixture::new();
     moto.put("images", "dir/image.dwarfs", &fx.image);
     let url = "s3://images/dir/image.dwarfs";
-    std::env::set_var("AWS_ENDPOINT_URL", moto.endpoint());
-    for (k, v) in S3_ENV {
-        std::env::set_var(k, v);
-    }
+    use_moto(&moto);
     commands_match_local(url, &fx);
     if fuse_available() {
         let mnt = fx.path("mnt");
@@ -790,6 +815,59 @@ fn s3_commands_and_mount_equal_local_results() {
             .count(),
         1
     );
+}
+
+/// Objects changed (same size, new ETag) or deleted after the listing
+/// and before their fetch, as during a build (`create -i s3://…/` lists
+/// once, then fetches): each fetch fails with one line naming the
+/// object, never giving bytes of another version. A failed fetch fails
+/// the build before any output is written, as the missing prefix in
+/// `a_tree_of_s3_objects_packs_as_that_tree` shows for both outputs.
+#[test]
+fn objects_changed_or_gone_after_the_listing_fail_their_fetch() {
+    if !python_ok() {
+        return;
+    }
+    let _env = S3_ENV_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(moto) = Moto::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("body");
+    std::fs::write(&file, b"first version\n").unwrap();
+    for key in ["p/changed", "p/gone", "p/kept"] {
+        moto.put("data", key, &file);
+    }
+    use_moto(&moto);
+    let options = hoard_remote::Options::parse(REMOTE).unwrap();
+    let bucket = hoard_remote::objects::Bucket::new("data", &options).unwrap();
+    let listed = bucket.list("p/").unwrap();
+    assert_eq!(listed.len(), 3);
+    std::fs::write(&file, b"other version\n").unwrap();
+    moto.put("data", "p/changed", &file);
+    moto.delete("data", "p/gone");
+
+    let fetch = |i: usize| {
+        let mut bytes = Vec::new();
+        let got = bucket.fetch(&listed[i], &mut |piece| {
+            bytes.extend_from_slice(piece);
+            Ok(())
+        });
+        (got, bytes)
+    };
+    let (changed, bytes) = fetch(0);
+    let err = changed.unwrap_err();
+    assert_eq!(
+        err,
+        "s3://data/p/changed: changed during the build (its ETag)"
+    );
+    assert!(bytes.is_empty());
+    let (gone, _) = fetch(1);
+    assert_eq!(
+        gone.unwrap_err(),
+        "s3://data/p/gone: vanished during the build"
+    );
+    let (kept, bytes) = fetch(2);
+    assert!(kept.is_ok());
+    assert_eq!(bytes, b"first version\n");
 }
 
 /// Uploads every file below `root` to s3://`bucket`/`prefix`/ (a
@@ -997,6 +1075,25 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
         ],
     );
     let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("s3://images/placeholder: already exists"),
+        "{err}"
+    );
+    // Nor by a merge, which says so before reading any part (this one
+    // does not exist).
+    let out = s3_hoard(
+        &moto,
+        &[
+            "merge",
+            dir.path().join("no-such-part").to_str().unwrap(),
+            "--as",
+            "a",
+            "-o",
+            "s3://images/placeholder",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
     assert!(
         err.contains("s3://images/placeholder: already exists"),
         "{err}"

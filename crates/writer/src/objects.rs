@@ -16,6 +16,7 @@ use crate::filter::Filter;
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
 use crate::tree::{Attrs, Time};
 use crate::{Error, Result};
+use hoard_format::object_attrs::ObjectAttrs;
 use hoard_remote::objects::{Bucket, Object};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -70,17 +71,33 @@ pub fn s3_output(output: &Path) -> Option<(&str, &str)> {
     (!bucket.is_empty() && !key.is_empty() && !key.ends_with('/')).then_some((bucket, key))
 }
 
-/// Uploads the image file `local` to `s3://bucket/key` (refused if that
-/// object exists, unless `force`): a multipart upload completed only when
-/// every byte is stored, aborted otherwise.
-pub fn upload_image(local: &Path, bucket: &str, key: &str, force: bool) -> Result<()> {
-    let url = format!("s3://{bucket}/{key}");
+/// Refuses `s3://bucket/key` as an output when that object exists:
+/// asked before a build, so no work is done for an output refused.
+pub fn refuse_existing(bucket: &str, key: &str) -> Result<()> {
     let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
-    let bucket = Bucket::new(bucket, &remote).map_err(Error::Input)?;
-    if !force && bucket.exists(key) {
+    let store = Bucket::new(bucket, &remote).map_err(Error::Input)?;
+    refuse_existing_in(&store, bucket, key)
+}
+
+/// [`refuse_existing`] in an open bucket.
+fn refuse_existing_in(store: &Bucket, bucket: &str, key: &str) -> Result<()> {
+    if store.exists(key) {
         return Err(Error::Input(format!(
-            "{url}: already exists (use -f to overwrite)"
+            "s3://{bucket}/{key}: already exists (use -f to overwrite)"
         )));
+    }
+    Ok(())
+}
+
+/// Uploads the image file `local` to `s3://bucket/key` (refused if that
+/// object exists, unless `force`: asked again, as it may have appeared
+/// during the build): a multipart upload completed only when every byte
+/// is stored, aborted otherwise.
+pub fn upload_image(local: &Path, bucket_name: &str, key: &str, force: bool) -> Result<()> {
+    let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
+    let bucket = Bucket::new(bucket_name, &remote).map_err(Error::Input)?;
+    if !force {
+        refuse_existing_in(&bucket, bucket_name, key)?;
     }
     let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
     bucket.upload(key, &mut file).map_err(Error::Input)
@@ -211,51 +228,29 @@ fn fetch_one(bucket: &Bucket, object: &Object, path: &Path) -> Result<Fetched> {
 /// s3fs/rclone/goofys metadata where it has them, else mode 0644 (0755
 /// for a directory), owner 0 and the listing's time.
 fn attributes(object: &Object, metadata: &[(String, String)], dir: bool) -> Attrs {
-    let get = |name: &str| {
-        metadata
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.trim())
-    };
+    let given = ObjectAttrs::parse(metadata);
     let default_mode = if dir {
         libc::S_IFDIR | 0o755
     } else {
         libc::S_IFREG | 0o644
     };
-    let mode = get("mode")
-        .and_then(|m| m.parse::<u32>().ok())
-        .map_or(default_mode, |m| {
-            if m & libc::S_IFMT == 0 {
-                (default_mode & libc::S_IFMT) | (m & 0o7777)
-            } else {
-                m
-            }
-        });
-    let mtime = get("mtime").and_then(parse_seconds).unwrap_or(Time {
-        sec: object.modified.0,
-        nsec: object.modified.1,
+    let mode = given.mode.map_or(default_mode, |m| {
+        if m & libc::S_IFMT == 0 {
+            (default_mode & libc::S_IFMT) | (m & 0o7777)
+        } else {
+            m
+        }
     });
+    let (sec, nsec) = given.mtime.unwrap_or(object.modified);
+    let mtime = Time { sec, nsec };
     Attrs {
         mode,
-        uid: get("uid").and_then(|v| v.parse().ok()).unwrap_or(0),
-        gid: get("gid").and_then(|v| v.parse().ok()).unwrap_or(0),
+        uid: given.uid.unwrap_or(0),
+        gid: given.gid.unwrap_or(0),
         atime: mtime,
         mtime,
         ctime: mtime,
     }
-}
-
-/// Seconds since the epoch, with an optional fraction (`1600000000`,
-/// `1600000000.25`).
-fn parse_seconds(text: &str) -> Option<Time> {
-    let (sec, frac) = text.split_once('.').unwrap_or((text, ""));
-    let sec: i64 = sec.parse().ok()?;
-    let digits: String = frac.chars().take(9).collect();
-    if !digits.chars().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    let nsec = format!("{digits:0<9}").parse().unwrap_or(0);
-    Some(Time { sec, nsec })
 }
 
 #[cfg(test)]
@@ -297,6 +292,5 @@ mod tests {
         let plain = attributes(&object("d"), &[], true);
         assert_eq!(plain.mode, libc::S_IFDIR | 0o755);
         assert_eq!({ plain.mtime.sec }, 1_700_000_000);
-        assert_eq!(parse_seconds("12x"), None);
     }
 }

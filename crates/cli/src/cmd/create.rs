@@ -64,10 +64,14 @@ pub(super) struct StagedUpload {
 }
 
 impl StagedUpload {
-    /// A staging directory when `output` is an `s3://` URL.
+    /// A staging directory when `output` is an `s3://` URL (refused at
+    /// once, before any work, when that object exists and not `force`).
     pub(super) fn new(output: &std::path::Path, force: bool) -> Result<Option<Self>> {
-        if hoard_writer::objects::s3_output(output).is_none() {
+        let Some((bucket, key)) = hoard_writer::objects::s3_output(output) else {
             return Ok(None);
+        };
+        if !force {
+            hoard_writer::objects::refuse_existing(bucket, key)?;
         }
         let dir = tempfile::Builder::new()
             .prefix(".hoard-upload-")
