@@ -1,6 +1,6 @@
 //! Stage 1 for a stack of images (`hoard rewrite LOWER... UPPER -o
 //! FLAT`): the merged tree of the layers (overlayfs rules, see
-//! `hoard_reader::stack`) becomes the [`Tree`](crate::tree::Tree) a
+//! `hoard_reader::stack`) becomes the [`Tree`] a
 //! directory scan gives, as an archive's does: file contents are read
 //! from the images into a spool beside the output (each file once; the
 //! later stages read them more than once, in an order of their own).
