@@ -249,6 +249,14 @@ pub fn create<'py>(
     let summary = run_with_progress(py, progress.as_ref(), &live, |cancel| {
         hoard_writer::create(&o, &live, cancel)
     })?;
+    summary_dict(py, &summary)
+}
+
+/// What a build wrote, as the dict `create` and `merge` return.
+pub(crate) fn summary_dict<'py>(
+    py: Python<'py>,
+    summary: &hoard_writer::Summary,
+) -> PyResult<Bound<'py, PyDict>> {
     let c = &summary.counts;
     let dict = PyDict::new(py);
     dict.set_item("directories", c.dirs)?;
