@@ -28,8 +28,6 @@ fn main() -> ExitCode {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     limit_malloc_arenas();
     section_hash::install();
-    // Only fails if a pool was built already, which none is before this.
-    let _ = cmd::pool_builder().build_global();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let command = match compat::parse(&argv) {
         Ok(c) => c,

@@ -33,6 +33,10 @@ use std::process::ExitCode;
 pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
     // Images may be URLs; `mount -o remote_...` sets its own options.
     hoard_remote::install(hoard_remote::Options::from_env().map_err(anyhow::Error::msg)?);
+    // `mount` forks first and builds the pool in the driver's process.
+    if !matches!(commands.as_slice(), [Command::Mount(_)]) {
+        build_global_pool();
+    }
     let mut code = 0u8;
     for command in commands {
         code = match command {
@@ -196,6 +200,16 @@ const WORKER_STACK: usize = 64 << 20;
 /// A thread pool builder with [`WORKER_STACK`]-sized stacks.
 pub fn pool_builder() -> rayon::ThreadPoolBuilder {
     rayon::ThreadPoolBuilder::new().stack_size(WORKER_STACK)
+}
+
+/// Builds rayon's global pool with [`pool_builder`]'s stacks. A process
+/// that forks must call this after the fork, never before: its workers
+/// start at once, and a child forked while one of them held a lock (such
+/// as crossbeam-epoch's half-made global collector) inherits that lock
+/// held forever, so its own pool threads hang at their first job.
+pub fn build_global_pool() {
+    // Fails only when the pool exists already, which is then kept.
+    let _ = pool_builder().build_global();
 }
 
 /// Runs `f` on a thread pool of `workers` threads (default: one per core).

@@ -30,8 +30,13 @@ pub fn run(args: &MountArgs) -> Result<u8> {
         return serve(args, &options, &archives, keys, |_| {});
     }
     let (read_end, write_end) = pipe()?;
-    // SAFETY: no threads exist yet in this process, so the child may run
-    // arbitrary code after fork.
+    // A thread running now could leave the child a lock held forever.
+    let threads = std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count());
+    if threads > 1 {
+        bail!("internal error: {threads} threads run before the mount forks");
+    }
+    // SAFETY: no other thread exists in this process (checked above), so
+    // the child may run arbitrary code after fork.
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()).context("fork"),
         0 => {
@@ -148,6 +153,7 @@ fn serve(
     keys: &Keys,
     ready: impl FnOnce(()),
 ) -> Result<u8> {
+    super::build_global_pool();
     let mounted: Arc<Mutex<Option<hoard_fuse::Mounted>>> = Arc::new(Mutex::new(None));
     let mut signals =
         signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
