@@ -137,16 +137,25 @@ pub trait ViewExt: View {
     /// Finds the inode of a `/`-separated path relative to the root
     /// (empty and `.` components skipped; symlinks are not followed).
     fn lookup_path(&self, path: &str) -> Result<u64> {
+        self.lookup_path_bytes(path.as_bytes())
+    }
+
+    /// [`ViewExt::lookup_path`] for a path of any bytes (names need not
+    /// be UTF-8), as the C binding passes them.
+    fn lookup_path_bytes(&self, path: &[u8]) -> Result<u64> {
+        let not_found = || Error::NotFound(String::from_utf8_lossy(path).into_owned());
         let mut ino = self.root();
-        for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
-            ino = if part == ".." {
+        for part in path
+            .split(|&b| b == b'/')
+            .filter(|p| !p.is_empty() && *p != b".")
+        {
+            ino = if part == b".." {
                 self.parent(ino)?
             } else {
                 if self.stat(ino)?.kind != FileKind::Directory {
-                    return Err(Error::NotFound(path.to_string()));
+                    return Err(not_found());
                 }
-                self.lookup(ino, part.as_bytes())?
-                    .ok_or_else(|| Error::NotFound(path.to_string()))?
+                self.lookup(ino, part)?.ok_or_else(not_found)?
             };
         }
         Ok(ino)
