@@ -13,7 +13,6 @@ use hoard_writer::history;
 use hoard_writer::level::Level;
 use hoard_writer::parse::{parse_resolution, parse_time, Given, StreamOptions};
 use hoard_writer::{create, CreateOptions, Progress, Summary};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,10 +22,7 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
     if args.debug_filter {
         return debug_filter(args, options.filter.take());
     }
-    let cancel = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
-    }
+    let cancel = super::interrupt::exit_on_signals()?;
     let progress = Progress::default();
     let quiet = args.no_progress || args.progress.as_deref() == Some("none") || args.json;
     let started = Instant::now();
