@@ -38,6 +38,9 @@ command -v zstd >/dev/null || need+=(zstd)
 command -v xz >/dev/null || need+=(xz-utils)
 # The signing tests sign with OpenSSH keys, as ssh-keygen makes them.
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
+# The encryption tests make keys with age-keygen and open the wrapped key
+# with age.
+command -v age-keygen >/dev/null || need+=(age)
 # From PyPI when missing (Debian's python3 needs pip and, being externally
 # managed, the override): the Python package's build and tests
 # (crates/python): maturin, pytest, fsspec, pandas; the remote-image tests

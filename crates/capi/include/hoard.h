@@ -86,6 +86,22 @@ hoard_image *hoard_open_stack(const char *const *paths, size_t count);
 hoard_image *hoard_open_stack_trusted(const char *const *paths, size_t count, const char *const *trust, size_t n_trust, size_t cache_size);
 
 /*
+ Like `hoard_open_with`, for an encrypted image: its data key is
+ unwrapped by one of the `n_identity` identity files `identity` names
+ (age identities made by `age-keygen`, or unencrypted OpenSSH private
+ keys) or by the passphrase in the first line of the file
+ `passphrase_file` (NULL for none). A plain image opens as with
+ `hoard_open_with`. Returns NULL on error (no identity opens the
+ image, a wrong passphrase, a damaged image); see `hoard_last_error`.
+
+ # Safety
+ `path` is NULL or a NUL-terminated string; `identity` points to
+ `n_identity` NUL-terminated strings (or is NULL when `n_identity` is
+ 0); `passphrase_file` is NULL or a NUL-terminated string.
+ */
+hoard_image *hoard_open_encrypted(const char *path, const char *const *identity, size_t n_identity, const char *passphrase_file, size_t cache_size);
+
+/*
  The message of the last failure of a hoard function on the calling
  thread (NULL if none yet). Valid until the next failing call on this
  thread.

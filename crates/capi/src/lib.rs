@@ -149,7 +149,7 @@ unsafe fn c_paths(
     count: usize,
 ) -> Result<Vec<PathBuf>, convert::Failure> {
     if paths.is_null() || count == 0 {
-        return Err((libc::EINVAL, "no image paths given".into()));
+        return Err((libc::EINVAL, "a list of paths is NULL or empty".into()));
     }
     (0..count)
         .map(|i| {
@@ -189,6 +189,58 @@ fn open_stack(paths: &[PathBuf], options: &FsOptions) -> Result<Stack, convert::
         ));
     }
     Ok(stack)
+}
+
+/// Like `hoard_open_with`, for an encrypted image: its data key is
+/// unwrapped by one of the `n_identity` identity files `identity` names
+/// (age identities made by `age-keygen`, or unencrypted OpenSSH private
+/// keys) or by the passphrase in the first line of the file
+/// `passphrase_file` (NULL for none). A plain image opens as with
+/// `hoard_open_with`. Returns NULL on error (no identity opens the
+/// image, a wrong passphrase, a damaged image); see `hoard_last_error`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `identity` points to
+/// `n_identity` NUL-terminated strings (or is NULL when `n_identity` is
+/// 0); `passphrase_file` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_open_encrypted(
+    path: *const c_char,
+    identity: *const *const c_char,
+    n_identity: usize,
+    passphrase_file: *const c_char,
+    cache_size: usize,
+) -> *mut HoardImage {
+    let opened = guard(|| {
+        let path = c_paths(&path, 1)?;
+        let files = if n_identity > 0 {
+            c_paths(identity, n_identity)?
+        } else {
+            Vec::new()
+        };
+        let key_error = |e: hoard_trust::Error| (libc::EINVAL, e.to_string());
+        let mut identities = hoard_trust::encrypt::Identities::load(&files).map_err(key_error)?;
+        if !passphrase_file.is_null() {
+            let file = c_paths(&passphrase_file, 1)?;
+            identities.add_passphrase(&file[0]).map_err(key_error)?;
+        }
+        if identities.is_empty() {
+            return Err((libc::EINVAL, "no identity or passphrase file given".into()));
+        }
+        let mut options = FsOptions::default();
+        options.open.identities = Some(Arc::new(identities));
+        if cache_size > 0 {
+            options.cache_size = cache_size;
+        }
+        open_stack(&path, &options)
+    });
+    match opened {
+        Ok(view) => Box::into_raw(Box::new(HoardImage { view })),
+        Err(e) => {
+            keep_error(&e.1);
+            std::ptr::null_mut()
+        }
+    }
 }
 
 /// The message of the last failure of a hoard function on the calling

@@ -290,6 +290,15 @@ pub struct ImageArgs {
     /// every block against the signature before use.
     #[arg(long = "trust", value_name = "PUB")]
     pub trust: Vec<PathBuf>,
+    /// Open an encrypted image with this identity file: an age identity
+    /// (`age-keygen`) or an OpenSSH private key (repeatable; also
+    /// HOARD_IDENTITY, files separated by `:`).
+    #[arg(long = "identity", value_name = "FILE")]
+    pub identity: Vec<PathBuf>,
+    /// Open an image encrypted with a passphrase, read from the first line
+    /// of FILE.
+    #[arg(long, value_name = "FILE")]
+    pub passphrase_file: Option<PathBuf>,
 }
 
 /// Images stacked on the one named, as layers.

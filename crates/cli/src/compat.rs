@@ -148,6 +148,8 @@ impl Dwarfsck {
             offset: self.offset,
             cache_size: self.cache_size,
             trust: Vec::new(),
+            identity: Vec::new(),
+            passphrase_file: None,
         };
         if self.list {
             return vec![Command::Ls(LsArgs {
@@ -241,6 +243,8 @@ impl Dwarfsextract {
                 offset: self.offset,
                 cache_size: self.cache_size,
                 trust: Vec::new(),
+                identity: Vec::new(),
+                passphrase_file: None,
             },
             layers: Default::default(),
             output: self

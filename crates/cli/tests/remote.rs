@@ -652,6 +652,18 @@ fn an_image_changed_on_the_server_is_reported() {
     assert!(stderr.contains("changed on the server"), "{stderr}");
 }
 
+/// Held by a test while it points this process's S3 client at its own
+/// moto server (the environment is process-wide).
+static S3_ENV_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Points this process's S3 client at `moto`, with test credentials.
+fn use_moto(moto: &Moto) {
+    std::env::set_var("AWS_ENDPOINT_URL", moto.endpoint());
+    for (k, v) in S3_ENV {
+        std::env::set_var(k, v);
+    }
+}
+
 /// A moto S3 server on a free port, killed when dropped.
 struct Moto {
     child: Child,
@@ -718,6 +730,41 @@ impl Moto {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The keys in `bucket` (sorted, on one line), and whether any
+    /// multipart upload is pending there.
+    fn contents(&self, bucket: &str) -> String {
+        let code = format!(
+            "import boto3\n\
+             s3 = boto3.client('s3', endpoint_url='{}')\n\
+             keys = [o['Key'] for o in s3.list_objects_v2(Bucket='{bucket}').get('Contents', [])]\n\
+             print(' '.join(sorted(keys)))\n\
+             pending = s3.list_multipart_uploads(Bucket='{bucket}').get('Uploads', [])\n\
+             print('uploads pending' if pending else 'no uploads pending')\n",
+            self.endpoint()
+        );
+        let out = Command::new("python3")
+            .args(["-c", &code])
+            .envs(S3_ENV)
+            .output()
+            .unwrap();
+        ok(&out)
+    }
+
+    /// Deletes s3://bucket/key.
+    fn delete(&self, bucket: &str, key: &str) {
+        let code = format!(
+            "import boto3\n\
+             boto3.client('s3',endpoint_url='{}').delete_object(Bucket='{bucket}',Key='{key}')\n",
+            self.endpoint()
+        );
+        let out = Command::new("python3")
+            .args(["-c", &code])
+            .envs(S3_ENV)
+            .output()
+            .unwrap();
+        ok(&out);
+    }
+
     /// Puts `file` at s3://bucket/key.
     fn put(&self, bucket: &str, key: &str, file: &Path) {
         let code = format!(
@@ -742,14 +789,12 @@ fn s3_commands_and_mount_equal_local_results() {
     if !python_ok() {
         return;
     }
+    let _env = S3_ENV_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let Some(moto) = Moto::start() else { return };
     let fx = Fixture::new();
     moto.put("images", "dir/image.dwarfs", &fx.image);
     let url = "s3://images/dir/image.dwarfs";
-    std::env::set_var("AWS_ENDPOINT_URL", moto.endpoint());
-    for (k, v) in S3_ENV {
-        std::env::set_var(k, v);
-    }
+    use_moto(&moto);
     commands_match_local(url, &fx);
     if fuse_available() {
         let mnt = fx.path("mnt");
@@ -770,4 +815,325 @@ fn s3_commands_and_mount_equal_local_results() {
             .count(),
         1
     );
+}
+
+/// Objects changed (same size, new ETag) or deleted after the listing
+/// and before their fetch, as during a build (`create -i s3://…/` lists
+/// once, then fetches): each fetch fails with one line naming the
+/// object, never giving bytes of another version. A failed fetch fails
+/// the build before any output is written, as the missing prefix in
+/// `a_tree_of_s3_objects_packs_as_that_tree` shows for both outputs.
+#[test]
+fn objects_changed_or_gone_after_the_listing_fail_their_fetch() {
+    if !python_ok() {
+        return;
+    }
+    let _env = S3_ENV_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(moto) = Moto::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("body");
+    std::fs::write(&file, b"first version\n").unwrap();
+    for key in ["p/changed", "p/gone", "p/kept"] {
+        moto.put("data", key, &file);
+    }
+    use_moto(&moto);
+    let options = hoard_remote::Options::parse(REMOTE).unwrap();
+    let bucket = hoard_remote::objects::Bucket::new("data", &options).unwrap();
+    let listed = bucket.list("p/").unwrap();
+    assert_eq!(listed.len(), 3);
+    std::fs::write(&file, b"other version\n").unwrap();
+    moto.put("data", "p/changed", &file);
+    moto.delete("data", "p/gone");
+
+    let fetch = |i: usize| {
+        let mut bytes = Vec::new();
+        let got = bucket.fetch(&listed[i], &mut |piece| {
+            bytes.extend_from_slice(piece);
+            Ok(())
+        });
+        (got, bytes)
+    };
+    let (changed, bytes) = fetch(0);
+    let err = changed.unwrap_err();
+    assert_eq!(
+        err,
+        "s3://data/p/changed: changed during the build (its ETag)"
+    );
+    assert!(bytes.is_empty());
+    let (gone, _) = fetch(1);
+    assert_eq!(
+        gone.unwrap_err(),
+        "s3://data/p/gone: vanished during the build"
+    );
+    let (kept, bytes) = fetch(2);
+    assert!(kept.is_ok());
+    assert_eq!(bytes, b"first version\n");
+}
+
+/// Uploads every file below `root` to s3://`bucket`/`prefix`/ (a
+/// symlink as s3fs stores one); the files of `meta/` and the symlink
+/// carry s3fs's metadata (mode, uid 1234, gid 4321, mtime 1500000000),
+/// and `empty/` is a directory marker.
+fn upload_tree(moto: &Moto, root: &Path, bucket: &str, prefix: &str) {
+    let code = format!(
+        "import boto3, os, sys\n\
+         s3 = boto3.client('s3', endpoint_url='{}')\n\
+         s3.create_bucket(Bucket='{bucket}')\n\
+         root = sys.argv[1]\n\
+         s3.put_object(Bucket='{bucket}', Key='{prefix}/empty/', Body=b'')\n\
+         for d, dirs, files in os.walk(root):\n\
+         \x20   for name in files:\n\
+         \x20       path = os.path.join(d, name)\n\
+         \x20       key = '{prefix}/' + os.path.relpath(path, root)\n\
+         \x20       st = os.lstat(path)\n\
+         \x20       meta = dict(mode=str(st.st_mode), uid='1234', gid='4321', mtime='1500000000')\n\
+         \x20       body = os.readlink(path).encode() if os.path.islink(path) else open(path, 'rb').read()\n\
+         \x20       extra = meta if '/meta/' in path or os.path.islink(path) else dict()\n\
+         \x20       s3.put_object(Bucket='{bucket}', Key=key, Body=body, Metadata=extra)\n",
+        moto.endpoint()
+    );
+    let out = Command::new("python3")
+        .args(["-c", &code])
+        .arg(root)
+        .envs(S3_ENV)
+        .output()
+        .unwrap();
+    ok(&out);
+}
+
+/// `hoard` with the moto server's endpoint and test credentials.
+fn s3_hoard(moto: &Moto, args: &[&str]) -> Output {
+    hoard()
+        .env("HOARD_REMOTE", REMOTE)
+        .env("AWS_ENDPOINT_URL", moto.endpoint())
+        .envs(S3_ENV)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_tree_of_s3_objects_packs_as_that_tree() {
+    if !python_ok() {
+        return;
+    }
+    let Some(moto) = Moto::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub/deeper")).unwrap();
+    std::fs::create_dir_all(tree.join("meta")).unwrap();
+    std::fs::create_dir_all(tree.join("empty")).unwrap();
+    // Larger than one piece (8 MiB): fetched in two.
+    std::fs::write(tree.join("big"), noise(9 << 20, 7)).unwrap();
+    std::fs::write(tree.join("sub/deeper/small"), b"hello objects\n").unwrap();
+    std::fs::write(tree.join("sub/zero"), b"").unwrap();
+    std::fs::write(tree.join("meta/tool"), b"#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(
+        tree.join("meta/tool"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o750),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("../sub/deeper/small", tree.join("meta/link")).unwrap();
+    upload_tree(&moto, &tree, "data", "trees/one");
+
+    let image = dir.path().join("objects.dwarfs");
+    let out = s3_hoard(
+        &moto,
+        &[
+            "create",
+            "-i",
+            "s3://data/trees/one/",
+            "-o",
+            image.to_str().unwrap(),
+            "--no-progress",
+        ],
+    );
+    ok(&out);
+    // Every path, kind, mode and byte as the tree has them (owners and
+    // times only where the metadata gives them).
+    let diff = hoard()
+        .args(["diff", tree.to_str().unwrap(), image.to_str().unwrap()])
+        .args(["--ignore", "mtime,mtime_ns,uid,gid"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&diff.stdout), "");
+    assert!(diff.status.success());
+    let manifest = manifest_of(&image);
+    for path in ["meta/tool", "meta/link"] {
+        let line = manifest
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["path"] == path)
+            .unwrap();
+        assert_eq!(
+            (&line["uid"], &line["gid"], &line["mtime"]),
+            (&1234.into(), &4321.into(), &1_500_000_000.into()),
+            "{path}"
+        );
+    }
+
+    // Built from S3 into S3 (a multipart upload) and mounted from there,
+    // the image is the tree again.
+    moto.put("images", "placeholder", &image);
+    let out = s3_hoard(
+        &moto,
+        &[
+            "create",
+            "-i",
+            "s3://data/trees/one/",
+            "-o",
+            "s3://images/objects.dwarfs",
+            "--no-progress",
+        ],
+    );
+    ok(&out);
+    if fuse_available() {
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let out = s3_hoard(
+            &moto,
+            &["mount", "s3://images/objects.dwarfs", mnt.to_str().unwrap()],
+        );
+        ok(&out);
+        let _m = common::FuseMount(mnt.clone());
+        let diff = hoard()
+            .args(["diff", tree.to_str().unwrap(), mnt.to_str().unwrap()])
+            .args(["--ignore", "mtime,mtime_ns,uid,gid"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&diff.stdout), "");
+    }
+
+    // An archive in S3, and one over HTTP, streamed into an image.
+    common::sh(dir.path(), "tar -czf tree.tar.gz -C tree .");
+    let archive = dir.path().join("tree.tar.gz");
+    moto.put("data", "archives/tree.tar.gz", &archive);
+    let server = RangeServer::start(&archive).expect("range server");
+    for url in ["s3://data/archives/tree.tar.gz".to_string(), server.url()] {
+        let image = dir.path().join("from-archive.dwarfs");
+        let out = s3_hoard(
+            &moto,
+            &["create", "-i", &url, "-o", image.to_str().unwrap(), "-f"],
+        );
+        ok(&out);
+        let diff = hoard()
+            .args(["diff", tree.to_str().unwrap(), image.to_str().unwrap()])
+            .args(["--ignore", "mtime_ns"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&diff.stdout), "", "{url}");
+    }
+
+    // Parts in S3 and on disk merged into S3.
+    let out = s3_hoard(
+        &moto,
+        &[
+            "merge",
+            "s3://images/objects.dwarfs",
+            image.to_str().unwrap(),
+            "--as",
+            "a",
+            "--as",
+            "b",
+            "-o",
+            "s3://images/merged.dwarfs",
+        ],
+    );
+    ok(&out);
+    for path in ["a/sub/deeper/small", "b/sub/deeper/small"] {
+        let out = s3_hoard(&moto, &["cat", "s3://images/merged.dwarfs", path]);
+        assert_eq!(ok(&out), "hello objects\n");
+    }
+
+    // A prefix with nothing under it: one line, no image (local or in
+    // S3, where no upload is left pending either).
+    let missing = dir.path().join("missing.dwarfs");
+    for output in [missing.to_str().unwrap(), "s3://images/missing.dwarfs"] {
+        let out = s3_hoard(&moto, &["create", "-i", "s3://data/nothing/", "-o", output]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains("s3://data/nothing/: no objects under this prefix"),
+            "{err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    assert!(!missing.exists());
+    assert_eq!(
+        moto.contents("images"),
+        "merged.dwarfs objects.dwarfs placeholder\nno uploads pending\n"
+    );
+    // An existing object is not overwritten without -f.
+    let out = s3_hoard(
+        &moto,
+        &[
+            "create",
+            "-i",
+            tree.to_str().unwrap(),
+            "-o",
+            "s3://images/placeholder",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("s3://images/placeholder: already exists"),
+        "{err}"
+    );
+    // Nor by a merge, which says so before reading any part (this one
+    // does not exist).
+    let out = s3_hoard(
+        &moto,
+        &[
+            "merge",
+            dir.path().join("no-such-part").to_str().unwrap(),
+            "--as",
+            "a",
+            "-o",
+            "s3://images/placeholder",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("s3://images/placeholder: already exists"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_encrypted_image_over_http_fetches_only_the_blocks_read() {
+    if !python_ok() {
+        return;
+    }
+    let fx = Fixture::new();
+    let (identity, recipient) = common::age_identity(fx.dir.path(), "id.txt");
+    let image = create_image(
+        &fx.path("tree"),
+        &fx.path("encrypted.dwarfs"),
+        &["-S", "16", "--encrypt-to", &recipient],
+    );
+    let server = RangeServer::start(&image).expect("range server starts");
+    let url = server.url();
+    let id = identity.to_str().unwrap();
+    let listing = ok(&remote_hoard(&["ls", "-R", &url, "--identity", id]));
+    assert!(listing.contains("sub/deeper/small"), "{listing}");
+    let requests = server.stats()["requests"].as_u64().unwrap();
+    assert!(requests <= 4, "{requests} requests to open and list");
+    server.control("/__reset");
+    let small = ok(&remote_hoard(&[
+        "cat",
+        &url,
+        "sub/deeper/small",
+        "--identity",
+        id,
+    ]));
+    assert_eq!(small, "hello remote\n");
+    let bytes = server.stats()["bytes"].as_u64().unwrap();
+    let size = std::fs::metadata(&image).unwrap().len();
+    assert!(
+        bytes < size / 4,
+        "{bytes} of {size} bytes fetched to read one small file"
+    );
+    let out = remote_hoard(&["cat", &url, "sub/deeper/small"]);
+    assert_eq!(out.status.code(), Some(1), "cat without the identity");
 }

@@ -11,6 +11,8 @@
 //! * [`history`] — the HISTORY section.
 //! * [`inode_table`], [`string_list`] — compact in-memory forms of the
 //!   inode table and of the name and symlink lists.
+//! * [`object_attrs`] — file attributes kept as S3 objects' user
+//!   metadata by s3fs, rclone and goofys.
 //! * [`xattrs`] — hoard's extended-attribute table, a metadata field
 //!   DwarFS readers skip.
 //! * [`write`](mod@write) — the encoders: thrift compact, frozen2, metadata with
@@ -25,6 +27,7 @@ pub mod fsst;
 pub mod history;
 pub mod inode_table;
 pub mod metadata;
+pub mod object_attrs;
 pub mod section;
 pub mod string_list;
 pub mod thrift;

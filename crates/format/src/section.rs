@@ -49,6 +49,9 @@ impl SectionType {
     /// hoard's image signature (see the hoard-trust crate), after the
     /// section index and before any recovery data.
     pub const HOARD_SIGNATURE: Self = Self(0x4853);
+    /// hoard's wrapped data key of an encrypted image (see the hoard-trust
+    /// crate): the first section, listed in the section index.
+    pub const HOARD_KEY: Self = Self(0x484B);
 
     /// The name DwarFS uses for this type, or `unknown(N)`.
     pub fn name(self) -> String {
@@ -60,13 +63,14 @@ impl SectionType {
             Self::HISTORY => "HISTORY".into(),
             Self::HOARD_RECOVERY => "HOARD_RECOVERY".into(),
             Self::HOARD_SIGNATURE => "HOARD_SIGNATURE".into(),
+            Self::HOARD_KEY => "HOARD_KEY".into(),
             Self(n) => format!("unknown({n})"),
         }
     }
 
     /// Whether this build knows what the section means.
     pub fn is_known(self) -> bool {
-        matches!(self.0, 0 | 7..=10 | 0x4852 | 0x4853)
+        matches!(self.0, 0 | 7..=10 | 0x484B | 0x4852 | 0x4853)
     }
 }
 

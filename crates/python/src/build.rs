@@ -240,6 +240,7 @@ pub fn create<'py>(
     o.section_index = !opts.flag("no_section_index")?;
     o.recovery = opts.take("recovery")?;
     o.sign = signing_key(&opts)?;
+    o.encrypt = recipients(&opts)?;
     o.header = header(&opts)?;
     o.delta = delta(&opts)?;
     o.history = history_entry(&opts, arguments, now)?;
@@ -249,6 +250,14 @@ pub fn create<'py>(
     let summary = run_with_progress(py, progress.as_ref(), &live, |cancel| {
         hoard_writer::create(&o, &live, cancel)
     })?;
+    summary_dict(py, &summary)
+}
+
+/// What a build wrote, as the dict `create` and `merge` return.
+pub(crate) fn summary_dict<'py>(
+    py: Python<'py>,
+    summary: &hoard_writer::Summary,
+) -> PyResult<Bound<'py, PyDict>> {
     let c = &summary.counts;
     let dict = PyDict::new(py);
     dict.set_item("directories", c.dirs)?;
@@ -499,6 +508,9 @@ pub fn rewrite(
         recovery: opts.take("recovery")?,
         sign: signing_key(&opts)?,
         trust: None,
+        encrypt: None,
+        identities: None,
+        decrypt: false,
         header: header(&opts)?,
     };
     opts.finish("rewrite")?;
@@ -509,6 +521,24 @@ pub fn rewrite(
         })
         .map_err(image_error)?;
     Ok((summary.blocks, summary.input_bytes, summary.output_bytes))
+}
+
+/// Who the image is encrypted to: option `encrypt_to` (recipients or
+/// files of them) or `passphrase_file`, if given.
+fn recipients(opts: &Options<'_>) -> PyResult<Option<Arc<hoard_trust::encrypt::Recipients>>> {
+    let to = opts.take::<Vec<String>>("encrypt_to")?;
+    let passphrase = opts.take::<PathBuf>("passphrase_file")?;
+    let recipients = match (to, passphrase) {
+        (None, None) => return Ok(None),
+        (Some(to), None) => hoard_trust::encrypt::Recipients::parse(&to),
+        (None, Some(path)) => hoard_trust::encrypt::Recipients::passphrase(&path),
+        (Some(_), Some(_)) => {
+            return Err(PyValueError::new_err(
+                "encrypt_to and passphrase_file cannot be used together",
+            ))
+        }
+    };
+    recipients.map(|r| Some(Arc::new(r))).map_err(value_error)
 }
 
 /// The secret key of option `sign` (a key file path), if given.

@@ -143,15 +143,21 @@ impl Image {
     /// decompressed blocks kept in memory (default 512 MiB), shared by
     /// all layers; `trust` public key files, of which one key must have
     /// signed each image (every block is then checked against the
-    /// signature); `force_stack` stacks layers made on other images.
+    /// signature); `identity` identity files (age or OpenSSH private keys)
+    /// and `passphrase_file` a file holding a passphrase, one of which
+    /// opens each encrypted image; `force_stack` stacks layers made on
+    /// other images.
     #[new]
-    #[pyo3(signature = (paths, offset=None, cache_size=None, trust=None, force_stack=false))]
+    #[pyo3(signature = (paths, offset=None, cache_size=None, trust=None, identity=None, passphrase_file=None, force_stack=false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         paths: Vec<PathBuf>,
         offset: Option<&Bound<'_, PyAny>>,
         cache_size: Option<usize>,
         trust: Option<Vec<PathBuf>>,
+        identity: Option<Vec<PathBuf>>,
+        passphrase_file: Option<PathBuf>,
         force_stack: bool,
     ) -> PyResult<Self> {
         let offset = match offset {
@@ -173,6 +179,15 @@ impl Image {
             let keys = hoard_trust::TrustedKeys::load(&files)
                 .map_err(|e| PyValueError::new_err(e.to_string()))?;
             options.open.trust = Some(keys);
+        }
+        if identity.is_some() || passphrase_file.is_some() {
+            let mut ids = hoard_trust::encrypt::Identities::load(&identity.unwrap_or_default())
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            if let Some(p) = &passphrase_file {
+                ids.add_passphrase(p)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            }
+            options.open.identities = Some(Arc::new(ids));
         }
         if let Some(size) = cache_size {
             options.cache_size = size;

@@ -70,14 +70,5 @@ pub fn merge<'py>(
             }
         })
         .map_err(image_error)?;
-    let c = &summary.counts;
-    let dict = PyDict::new(py);
-    dict.set_item("directories", c.dirs)?;
-    dict.set_item("files", c.files)?;
-    dict.set_item("original_bytes", summary.original_bytes)?;
-    dict.set_item("duplicate_files", summary.duplicate_files)?;
-    dict.set_item("blocks", summary.blocks)?;
-    dict.set_item("image_bytes", summary.image_bytes)?;
-    dict.set_item("warnings", &summary.warnings)?;
-    Ok(dict)
+    crate::build::summary_dict(py, &summary)
 }

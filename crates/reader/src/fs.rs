@@ -160,6 +160,12 @@ impl Filesystem {
         Self::with_cache(image, BlockCache::new(cache_size, DEFAULT_DECRATIO))
     }
 
+    /// Loads the metadata of an opened image, reading blocks through
+    /// `cache` (from [`Filesystem::check_options`]).
+    pub fn from_image_with_cache(image: Image, cache: BlockCache) -> Result<Self> {
+        Self::with_cache(image, cache)
+    }
+
     fn with_cache(image: Image, cache: BlockCache) -> Result<Self> {
         let schema_section = image
             .find(SectionType::METADATA_V2_SCHEMA)

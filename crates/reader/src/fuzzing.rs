@@ -45,6 +45,35 @@ pub fn signed_image(data: &[u8]) -> crate::Result<()> {
     Ok(())
 }
 
+/// The age identity the `encrypted_image` seeds are encrypted to (a test
+/// key, made by `age-keygen` for them; its recipient is
+/// age1ynf4jcuj6rjmtpxjcf6jyvfynetgjt9veh6gp0eegymwtckup95shc9p8n;
+/// public in this source, so it protects nothing).
+const FUZZ_IDENTITY: &str =
+    "AGE-SECRET-KEY-1UT9RXW7HR42ZPVR47QVZ77HH3FWAQ62J8CSJTXHSL2S3GPUDEHTSJ0L50K";
+
+/// Any bytes as the payload of a key section (parsed, its recipients
+/// counted, unwrapped with a fixed age identity), then as an image opened
+/// with that identity: its hashes rewritten as in [`open_image`], its
+/// data key unwrapped, then [`exercise`]d (every read decrypts).
+pub fn encrypted_image(data: &[u8]) -> crate::Result<()> {
+    let mut identities = hoard_trust::encrypt::Identities::default();
+    identities
+        .add_text(FUZZ_IDENTITY)
+        .expect("the fuzzing identity parses");
+    if let Ok(section) = hoard_trust::encrypt::KeySection::parse(data) {
+        let _ = section.wrapping().to_string();
+        let _ = section.unwrap(&identities);
+    }
+    let mut bytes = data.to_vec();
+    fix_section_hashes(&mut bytes);
+    let image = Image::from_source(Source::Bytes(bytes), ImageOffset::Auto)?
+        .unlocking(Some(&identities))?;
+    let fs = Filesystem::from_image(image, CACHE_SIZE)?;
+    exercise(&fs);
+    Ok(())
+}
+
 /// Signs the digest of the signature section that ends `bytes` again with
 /// `key`, if there is one that parses.
 fn sign_again(bytes: &mut [u8], key: &hoard_trust::SecretKey) {

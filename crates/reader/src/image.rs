@@ -1,6 +1,7 @@
 //! The section layer of an open image: where the image starts in its file,
 //! which sections it has, and loading (hash-checked, decompressed) payloads.
 
+use crate::encrypted::Encryption;
 use crate::error::{corrupt, Error, Result};
 use crate::signed::Signed;
 use crate::source::Source;
@@ -52,6 +53,9 @@ pub struct OpenOptions {
     /// section against the signature before it is used (see
     /// [`crate::signed`]).
     pub trust: Option<hoard_trust::TrustedKeys>,
+    /// Open an encrypted image with one of these (see
+    /// [`crate::encrypted`]); ignored for a plain image.
+    pub identities: Option<std::sync::Arc<hoard_trust::encrypt::Identities>>,
 }
 
 /// One section of the image.
@@ -110,6 +114,8 @@ pub struct Image {
     index_problem: Option<String>,
     /// The signed digest every load is checked against (`--trust`).
     signed: Option<Signed>,
+    /// The key of an encrypted image.
+    encryption: Option<Encryption>,
 }
 
 impl Image {
@@ -118,10 +124,33 @@ impl Image {
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
         let source = Source::open(path, !options.no_mmap)?;
         let image = Self::from_source_sized(source, options.offset, options.image_size)?;
-        match &options.trust {
-            Some(trusted) => image.trusting(trusted),
-            None => Ok(image),
-        }
+        let image = match &options.trust {
+            Some(trusted) => image.trusting(trusted)?,
+            None => image,
+        };
+        image.unlocking(options.identities.as_deref())
+    }
+
+    /// This image with its data key unwrapped by one of `identities`,
+    /// when it is encrypted (after its signature is checked, if it was
+    /// opened trusting keys); opened without identities, an encrypted
+    /// image reads only its plain sections.
+    pub fn unlocking(
+        mut self,
+        identities: Option<&hoard_trust::encrypt::Identities>,
+    ) -> Result<Self> {
+        let Some(section) = self.find(hoard_trust::encrypt::SECTION_TYPE).cloned() else {
+            return Ok(self);
+        };
+        let payload = self.verified_payload(&section)?;
+        let encryption = Encryption::open(&payload, identities)?;
+        self.encryption = Some(encryption);
+        Ok(self)
+    }
+
+    /// The key of an encrypted image; `None` for a plain one.
+    pub fn encryption(&self) -> Option<&Encryption> {
+        self.encryption.as_ref()
     }
 
     /// This image, once its signature by one of `trusted` is checked and
@@ -261,6 +290,7 @@ impl Image {
             used_index: false,
             index_problem: None,
             signed: None,
+            encryption: None,
         };
         if version.minor >= 4 {
             match image.sections_from_index() {
@@ -667,6 +697,13 @@ impl Image {
             pending: false,
             ..section.clone()
         };
+        if self.encryption.is_some() && hoard_trust::encrypt::is_sealed(section.header.kind) {
+            // Sealed: the codec's header is read from the decrypted whole.
+            let payload = self.plain_payload(section).ok()?;
+            return hoard_codec::uncompressed_size(section.header.compression, &payload)
+                .ok()
+                .flatten();
+        }
         let payload = match self.source.remote() {
             Some(_) if section.header.compression == Compression::NONE => {
                 return Some(section.header.length)
@@ -744,6 +781,25 @@ impl Image {
         result
     }
 
+    /// The payload of a section as it was compressed: checked as by
+    /// [`Image::verified_payload`], then decrypted if the image is
+    /// encrypted.
+    pub fn plain_payload(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
+        self.plain(section).map(|(_, payload)| payload)
+    }
+
+    /// The header and the checked, decrypted payload of a section.
+    fn plain(&self, section: &Section) -> Result<(SectionHeader, Cow<'_, [u8]>)> {
+        let (header, payload) = self.verified(section)?;
+        match &self.encryption {
+            Some(encryption) if hoard_trust::encrypt::is_sealed(header.kind) => {
+                let plain = encryption.open_section(&header, &payload)?;
+                Ok((header, Cow::Owned(plain)))
+            }
+            _ => Ok((header, payload)),
+        }
+    }
+
     /// What a remote source fetched so far; `None` for a local file.
     pub fn fetch_stats(&self) -> Option<crate::source::FetchStats> {
         self.source.remote().map(|r| r.stats())
@@ -760,7 +816,7 @@ impl Image {
     /// The decompressed payload of a section, hash-checked, refusing more
     /// than `max_size` bytes of output.
     pub fn load(&self, section: &Section, max_size: usize) -> Result<Vec<u8>> {
-        let (header, payload) = self.verified(section)?;
+        let (header, payload) = self.plain(section)?;
         hoard_codec::decompress(header.compression, &payload, max_size)
             .map_err(|e| section.decode_error(e))
     }
@@ -772,7 +828,7 @@ impl Image {
         section: &Section,
         max_size: usize,
     ) -> Result<Box<dyn hoard_codec::PartialDecoder>> {
-        let (header, payload) = self.verified(section)?;
+        let (header, payload) = self.plain(section)?;
         hoard_codec::partial_decoder(header.compression, &payload, max_size)
             .map_err(|e| section.decode_error(e))
     }

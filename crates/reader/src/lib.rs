@@ -28,6 +28,8 @@
 //! * [`check`] — verification of a whole image.
 //! * [`signed`] — reads of a signed image checked against its signature
 //!   (`OpenOptions::trust`).
+//! * [`encrypted`] — reads of an encrypted image, each sealed section
+//!   opened when loaded (`OpenOptions::identities`).
 //! * [`extract`] — an image, or the entries matching patterns, written
 //!   into a directory.
 //! * [`damage`] — damage to an image with recovery data (see the
@@ -42,6 +44,7 @@ pub mod cache;
 pub mod check;
 pub mod damage;
 pub mod delta;
+pub mod encrypted;
 mod error;
 pub mod extract;
 pub mod fs;

@@ -49,3 +49,13 @@ fn decode_metadata_inputs_do_not_panic() {
 fn decompress_inputs_do_not_panic() {
     replay("decompress", fuzzing::decompress);
 }
+
+#[test]
+fn encrypted_image_inputs_do_not_panic_and_its_seed_image_opens() {
+    replay("encrypted_image", fuzzing::encrypted_image);
+    // The seed is encrypted to the fuzzing identity: the target reaches
+    // the decryption of every section.
+    let seed =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/encrypted_image/tiny.dwarfs");
+    fuzzing::encrypted_image(&std::fs::read(seed).unwrap()).unwrap();
+}

@@ -22,16 +22,21 @@
 //! * `pieces` — fetched bytes in memory; `disk` — verified sections on
 //!   disk, shared between processes.
 //! * [`options`] — the `remote_*` options.
+//! * [`stream`] — a remote file read in order (a remote archive packed).
+//! * [`objects`] — the objects under an S3 prefix, listed and fetched as
+//!   the files of a tree (`hoard create -i s3://bucket/prefix/`).
 //!
 //! See README.md for the design.
 
 pub mod backend;
 mod disk;
 pub mod http;
+pub mod objects;
 pub mod options;
 mod pieces;
 pub mod remote;
 pub mod s3;
+pub mod stream;
 
 pub use options::{is_remote_option, Options};
 pub use remote::Remote;

@@ -24,29 +24,9 @@ impl S3 {
     /// The object `key` in `bucket`; requests give up after `timeout`
     /// (object_store's own retries are off: the remote source retries).
     pub fn new(bucket: &str, key: &str, timeout: Duration) -> Result<Self, String> {
-        let client = ClientOptions::new()
-            .with_timeout(timeout)
-            .with_connect_timeout(timeout)
-            .with_allow_http(true);
-        let retry = RetryConfig {
-            max_retries: 0,
-            retry_timeout: timeout,
-            ..RetryConfig::default()
-        };
-        let store = AmazonS3Builder::from_env()
-            .with_bucket_name(bucket)
-            .with_client_options(client)
-            .with_retry(retry)
-            .build()
-            .map_err(|e| one_line(&e))?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("hoard-s3")
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the S3 client: {e}"))?;
+        let (store, runtime) = client(bucket, timeout, 0)?;
         Ok(S3 {
-            store: Box::new(store),
+            store,
             key: ObjectPath::from(key),
             runtime,
             timeout,
@@ -66,7 +46,38 @@ impl S3 {
     }
 }
 
-fn one_line(e: &dyn std::fmt::Display) -> String {
+/// A client of `bucket` whose requests give up after `timeout`, retried
+/// `retries` times by object_store, and the runtime its calls run on.
+pub(crate) fn client(
+    bucket: &str,
+    timeout: Duration,
+    retries: usize,
+) -> Result<(Box<dyn ObjectStore>, tokio::runtime::Runtime), String> {
+    let client = ClientOptions::new()
+        .with_timeout(timeout)
+        .with_connect_timeout(timeout)
+        .with_allow_http(true);
+    let retry = RetryConfig {
+        max_retries: retries,
+        retry_timeout: timeout * (retries as u32 + 1),
+        ..RetryConfig::default()
+    };
+    let store = AmazonS3Builder::from_env()
+        .with_bucket_name(bucket)
+        .with_client_options(client)
+        .with_retry(retry)
+        .build()
+        .map_err(|e| one_line(&e))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("hoard-s3")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the S3 client: {e}"))?;
+    Ok((Box::new(store), runtime))
+}
+
+pub(crate) fn one_line(e: &dyn std::fmt::Display) -> String {
     e.to_string()
         .split_whitespace()
         .collect::<Vec<_>>()

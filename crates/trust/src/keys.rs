@@ -300,7 +300,7 @@ fn key_lines(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The text of a key file, zeroized when dropped.
-fn read_key_file(path: &Path) -> Result<Zeroizing<String>> {
+pub(crate) fn read_key_file(path: &Path) -> Result<Zeroizing<String>> {
     let io =
         |e: std::io::Error| Error::Io(format!("cannot read key file '{}': {e}", path.display()));
     let file = std::fs::File::open(path).map_err(io)?;
@@ -324,7 +324,7 @@ fn read_key_file(path: &Path) -> Result<Zeroizing<String>> {
 
 /// Warns when users other than the owner may read or write the secret
 /// key file at `path`.
-fn warn_if_shared(path: &Path) {
+pub(crate) fn warn_if_shared(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     if let Ok(meta) = std::fs::metadata(path) {
         if meta.permissions().mode() & 0o077 != 0 {

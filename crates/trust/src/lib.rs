@@ -8,11 +8,14 @@
 //!   the image (header and payload) and of any bytes before the first one.
 //! * [`signature`] — the signature section: a digest signed by one key,
 //!   appended to the image; verifying it against trusted keys.
+//! * [`encrypt`] — encrypted images: the data key, wrapped with age for
+//!   the image's recipients, and the sealing of each section with it.
 //!
 //! The crate sees an image as byte ranges; the writer and the reader tell
 //! it where the sections are.
 
 pub mod digest;
+pub mod encrypt;
 pub mod keys;
 pub mod signature;
 

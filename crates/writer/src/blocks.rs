@@ -10,6 +10,7 @@ use crate::{Error, Result};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use hoard_codec::Compressor;
 use hoard_format::section::{encode_header_v2, Compression, SectionType, V2_HEADER_SIZE};
+use hoard_trust::encrypt::cipher::SectionPlace;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -245,6 +246,8 @@ pub fn compress_blocks<T: Send>(
     // Block n is section `first + n`: each worker hashes its own blocks'
     // headers, so the writer thread only writes.
     let first = image.next_section_number()?;
+    // In an encrypted image each worker seals its blocks too.
+    let cipher = image.cipher();
     let (ticket_tx, ticket_rx) = bounded::<()>(in_flight);
     for _ in 0..in_flight {
         ticket_tx
@@ -259,6 +262,7 @@ pub fn compress_blocks<T: Send>(
             let done_tx = done_tx.clone();
             let spare_tx = spare_tx.clone();
             let budget = &budget;
+            let cipher = cipher.clone();
             s.spawn(move || {
                 for (number, stream, mut data) in todo_rx {
                     let result = match codecs.get(stream) {
@@ -270,8 +274,16 @@ pub fn compress_blocks<T: Send>(
                             "internal error: no codec for stream {stream}"
                         ))),
                     }
-                    .map(|(algo, payload)| {
+                    .map(|(algo, mut payload)| {
                         let section = first.saturating_add(number);
+                        if let Some(cipher) = &cipher {
+                            let place = SectionPlace {
+                                number: section,
+                                kind: SectionType::BLOCK,
+                                compression: algo,
+                            };
+                            cipher.seal(place, &mut payload);
+                        }
                         let header = encode_header_v2(section, SectionType::BLOCK, algo, &payload);
                         (header, payload)
                     });

@@ -1,6 +1,6 @@
 //! Stage 1 for a stack of images (`hoard rewrite LOWER... UPPER -o
 //! FLAT`): the merged tree of the layers (overlayfs rules, see
-//! `hoard_reader::stack`) becomes the [`Tree`](crate::tree::Tree) a
+//! `hoard_reader::stack`) becomes the [`Tree`] a
 //! directory scan gives, as an archive's does: file contents are read
 //! from the images into a spool beside the output (each file once; the
 //! later stages read them more than once, in an order of their own).
@@ -216,7 +216,8 @@ pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     let layers = stack.layers();
     let image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
         .with_fsync(options.fsync)
-        .with_signing_key(options.sign.clone());
+        .with_signing_key(options.sign.clone())
+        .with_encryption(options.encrypt.as_deref())?;
     let scan = image_scan_options(&options.scan);
     let spool = Spool::new(scan.spool_dir.as_deref())?;
     let progress = ScanProgress::default();
@@ -276,7 +277,7 @@ pub(crate) fn write_reusing_blocks(
                 "a chunk names block {block}, which the image lacks"
             ))
         })?;
-        let payload = fs.image().verified_payload(section).map_err(image_error)?;
+        let payload = fs.image().plain_payload(section).map_err(image_error)?;
         block_bytes += payload.len() as u64;
         image.section(SectionType::BLOCK, section.header.compression, &payload)?;
     }

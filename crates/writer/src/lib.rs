@@ -6,7 +6,7 @@
 //! 1. `scan_input` — [`scan`] walks the input (in parallel), reads each
 //!    entry's extended attributes and applies the [`filter`] rules; for a
 //!    tar or cpio input, [`archive`] reads the stream instead, spooling
-//!    file contents, and for a stack of images [`flatten`] reads their
+//!    file contents, for objects in S3 [`objects`] fetches them, and for a stack of images [`flatten`] reads their
 //!    merged tree; with base images (`--base`), [`delta`] cuts the tree
 //!    down to what differs from them (a layer);
 //! 2. `hash_contents` — [`dedupe`] reads every file once and groups equal
@@ -45,6 +45,7 @@ pub mod history;
 pub mod level;
 pub mod merge;
 pub mod metadata;
+pub mod objects;
 pub mod order;
 pub mod output;
 pub mod parse;

@@ -1,5 +1,6 @@
 //! The image file: an optional header prefix, then sections, each numbered
-//! and hashed, then the section index, then (optionally) the signature
+//! and hashed (and, in an encrypted image, sealed, after the key section
+//! that starts it: see the hoard-trust crate), then the section index, then (optionally) the signature
 //! (see the hoard-trust crate), then (optionally) the recovery data, which
 //! covers every byte before it. It is written to a temporary
 //! file beside the target and renamed into place only when complete, so an
@@ -10,6 +11,8 @@ use hoard_format::section::{
     encode_header_v2, encode_index_entry, Compression, IndexEntry, SectionType, Version,
     MAJOR_VERSION, MAX_MINOR_VERSION, V2_HEADER_SIZE,
 };
+use hoard_trust::encrypt::cipher::SectionPlace;
+use hoard_trust::encrypt::{KeySection, Recipients, SectionCipher};
 use hoard_trust::{SecretKey, Signature};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -66,6 +69,8 @@ pub struct ImageFile {
     fsync: bool,
     /// Sign the image with this key.
     sign: Option<Arc<SecretKey>>,
+    /// Seal sections with this data key (an encrypted image).
+    cipher: Option<Arc<SectionCipher>>,
 }
 
 /// How many bytes are written between requests to start writing them
@@ -113,6 +118,7 @@ impl ImageFile {
             syncing: None,
             fsync: false,
             sign: None,
+            cipher: None,
         })
     }
 
@@ -131,6 +137,36 @@ impl ImageFile {
     pub fn with_signing_key(mut self, key: Option<Arc<SecretKey>>) -> Self {
         self.sign = key;
         self
+    }
+
+    /// Makes the image encrypted to `recipients`, if given: a new data
+    /// key is drawn, its key section written as the first section, and
+    /// every section after it but the index sealed. Call it before any
+    /// section is written.
+    pub fn with_encryption(mut self, recipients: Option<&Recipients>) -> Result<Self> {
+        let Some(recipients) = recipients else {
+            return Ok(self);
+        };
+        if !self.index.is_empty() {
+            return Err(Error::Input(
+                "internal error: encryption asked for after the first section".into(),
+            ));
+        }
+        let cipher = SectionCipher::generate().map_err(|e| Error::Input(e.to_string()))?;
+        let key = KeySection::wrap(&cipher, recipients).map_err(|e| Error::Input(e.to_string()))?;
+        self.section(
+            hoard_trust::encrypt::SECTION_TYPE,
+            Compression::NONE,
+            &key.payload(),
+        )?;
+        self.cipher = Some(Arc::new(cipher));
+        Ok(self)
+    }
+
+    /// The data key sections are sealed with, for compression workers
+    /// that seal their blocks themselves (see [`ImageFile::section_with_header`]).
+    pub fn cipher(&self) -> Option<Arc<SectionCipher>> {
+        self.cipher.clone()
     }
 
     /// The (device, inode) of the temporary file, so a scan of the input
@@ -153,14 +189,31 @@ impl ImageFile {
         compression: Compression,
         payload: &[u8],
     ) -> Result<()> {
-        let header = encode_header_v2(self.next_section_number()?, kind, compression, payload);
+        let number = self.next_section_number()?;
+        if let Some(cipher) = self
+            .cipher
+            .clone()
+            .filter(|_| hoard_trust::encrypt::is_sealed(kind))
+        {
+            let mut sealed = payload.to_vec();
+            let place = SectionPlace {
+                number,
+                kind,
+                compression,
+            };
+            cipher.seal(place, &mut sealed);
+            let header = encode_header_v2(number, kind, compression, &sealed);
+            return self.section_with_header(kind, header, &sealed);
+        }
+        let header = encode_header_v2(number, kind, compression, payload);
         self.section_with_header(kind, header, payload)
     }
 
     /// Appends one section whose header was encoded elsewhere (by a
     /// compression worker, which hashes the payload on its own core), for
     /// the number [`ImageFile::next_section_number`] gives; a header made
-    /// for another number is encoded again.
+    /// for another number is encoded again (in an encrypted image the
+    /// payload must be sealed for the right number: it is an error).
     pub fn section_with_header(
         &mut self,
         kind: SectionType,
@@ -169,6 +222,11 @@ impl ImageFile {
     ) -> Result<()> {
         let number = self.next_section_number()?;
         if header[48..52] != number.to_le_bytes() {
+            if self.cipher.is_some() && hoard_trust::encrypt::is_sealed(kind) {
+                return Err(Error::Input(format!(
+                    "internal error: a section sealed with another number than {number}"
+                )));
+            }
             let compression = Compression(u16::from_le_bytes([header[54], header[55]]));
             header = encode_header_v2(number, kind, compression, payload);
         }

@@ -81,6 +81,8 @@ pub struct CreateOptions {
     pub recovery: Option<u32>,
     /// Sign the image with this key (see the hoard-trust crate).
     pub sign: Option<Arc<hoard_trust::SecretKey>>,
+    /// Encrypt the image to these recipients (see the hoard-trust crate).
+    pub encrypt: Option<Arc<hoard_trust::encrypt::Recipients>>,
     /// Bytes to put before the image (`--header`).
     pub header: Option<Vec<u8>>,
     /// Categorizers to run (`--categorize`); None runs none.
@@ -152,6 +154,7 @@ impl CreateOptions {
             section_index: true,
             recovery: None,
             sign: None,
+            encrypt: None,
             header: None,
             categorize: (!level.categorizers.is_empty()).then(|| CategorizeOptions {
                 categorizers: level.categorizers.to_vec(),
@@ -320,7 +323,8 @@ pub fn create(
     validate(options)?;
     let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
         .with_fsync(options.fsync)
-        .with_signing_key(options.sign.clone());
+        .with_signing_key(options.sign.clone())
+        .with_encryption(options.encrypt.as_deref())?;
     progress.set(Phase::Scanning);
     let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;
@@ -466,6 +470,22 @@ fn scan_input(
     if !options.flatten.is_empty() {
         return crate::flatten::scan_stack(
             &options.flatten,
+            &scan_options,
+            options.filter.as_ref(),
+            progress,
+        );
+    }
+    if let Some(url) = crate::objects::remote_archive(&options.input) {
+        return crate::archive::scan_remote_archive(
+            url,
+            &scan_options,
+            options.filter.as_ref(),
+            progress,
+        );
+    }
+    if crate::objects::is_objects(&options.input) {
+        return crate::objects::scan_objects(
+            &options.input,
             &scan_options,
             options.filter.as_ref(),
             progress,

@@ -74,6 +74,15 @@ pub struct RewriteOptions {
     pub sign: Option<std::sync::Arc<hoard_trust::SecretKey>>,
     /// Open the input only if signed by one of these keys.
     pub trust: Option<hoard_trust::TrustedKeys>,
+    /// Encrypt the image to these recipients (see the hoard-trust crate);
+    /// `None` writes a plain image.
+    pub encrypt: Option<Arc<hoard_trust::encrypt::Recipients>>,
+    /// Open an encrypted input with one of these.
+    pub identities: Option<Arc<hoard_trust::encrypt::Identities>>,
+    /// Write an encrypted input as a plain image. Without it (or
+    /// `encrypt`), an encrypted input is refused: its data key is never
+    /// reused for other bytes.
+    pub decrypt: bool,
     /// Bytes to put before the image.
     pub header: Option<Vec<u8>>,
 }
@@ -189,8 +198,22 @@ pub fn rewrite(
         no_mmap: false,
         image_size: None,
         trust: options.trust.clone(),
+        identities: options.identities.clone(),
     };
     let image = Image::open(&options.input, &open).map_err(reader_error)?;
+    if let Some(encryption) = image.encryption() {
+        if !encryption.is_unlocked() {
+            return Err(Error::Input(format!(
+                "the image is encrypted ({}): give --identity FILE or --input-passphrase-file FILE",
+                encryption.wrapping()
+            )));
+        }
+        if options.encrypt.is_none() && !options.decrypt {
+            return Err(Error::Input(
+                "the image is encrypted: say how to write it, --decrypt or --encrypt-to/--passphrase-file".into(),
+            ));
+        }
+    }
     let input_bytes = image.file_size();
     let fs = Filesystem::from_image(image, 0).map_err(reader_error)?;
     let image = fs.image();
@@ -198,7 +221,8 @@ pub fn rewrite(
     let block_size = metadata.block_size as usize;
     let mut out = ImageFile::create(&options.output, options.force, options.header.as_deref())?
         .with_fsync(options.fsync)
-        .with_signing_key(options.sign.clone());
+        .with_signing_key(options.sign.clone())
+        .with_encryption(options.encrypt.as_deref())?;
 
     let blocks: Vec<_> = image
         .sections()
@@ -255,7 +279,7 @@ pub fn rewrite(
         }
         None => {
             for s in &blocks {
-                let payload = image.verified_payload(s).map_err(reader_error)?;
+                let payload = image.plain_payload(s).map_err(reader_error)?;
                 out.section(SectionType::BLOCK, s.header.compression, &payload)?;
             }
         }
@@ -289,7 +313,7 @@ pub fn rewrite(
     } else {
         for kind in [SectionType::METADATA_V2_SCHEMA, SectionType::METADATA_V2] {
             let s = find(kind)?;
-            let payload = image.verified_payload(s).map_err(reader_error)?;
+            let payload = image.plain_payload(s).map_err(reader_error)?;
             out.section(kind, s.header.compression, &payload)?;
         }
     }

@@ -22,6 +22,10 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
     if args.debug_filter {
         return debug_filter(args, options.filter.take());
     }
+    let staged = StagedUpload::new(&args.output, args.force)?;
+    if let Some(s) = &staged {
+        options.output = s.local();
+    }
     let cancel = super::interrupt::exit_on_signals()?;
     let progress = Progress::default();
     let quiet = args.no_progress || args.progress.as_deref() == Some("none") || args.json;
@@ -30,6 +34,9 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
         create(&options, &progress, Arc::clone(&cancel))
     })
     .context("cannot create image")?;
+    if let Some(s) = staged {
+        s.upload()?;
+    }
     let elapsed = started.elapsed().as_secs_f64();
     if args.log_level != "error" {
         for w in &summary.warnings {
@@ -42,6 +49,56 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
         print_summary(&summary, elapsed);
     }
     Ok(if summary.warnings.is_empty() { 0 } else { 2 })
+}
+
+/// An image for `s3://bucket/key`, built in a temporary directory and
+/// uploaded when complete (`hoard_writer::objects::upload_image`).
+pub(super) struct StagedUpload {
+    url: std::path::PathBuf,
+    force: bool,
+    dir: tempfile::TempDir,
+}
+
+impl StagedUpload {
+    /// A staging directory when `output` is an `s3://` URL (refused at
+    /// once, before any work, when that object exists and not `force`).
+    pub(super) fn new(output: &std::path::Path, force: bool) -> Result<Option<Self>> {
+        let Some((bucket, key)) = hoard_writer::objects::s3_output(output) else {
+            return Ok(None);
+        };
+        if !force {
+            hoard_writer::objects::refuse_existing(bucket, key)?;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(".hoard-upload-")
+            .tempdir()
+            .context("cannot make a temporary directory for the image")?;
+        super::interrupt::remove_on_signal(dir.path());
+        Ok(Some(StagedUpload {
+            url: output.to_path_buf(),
+            force,
+            dir,
+        }))
+    }
+
+    /// Where the image is built.
+    pub(super) fn local(&self) -> std::path::PathBuf {
+        self.dir.path().join("image.dwarfs")
+    }
+
+    /// Uploads the image built, then removes the staging directory.
+    pub(super) fn upload(self) -> Result<()> {
+        let (bucket, key) = hoard_writer::objects::s3_output(&self.url)
+            .ok_or_else(|| anyhow!("'{}' is not an S3 URL", self.url.display()))?;
+        hoard_writer::objects::upload_image(&self.local(), bucket, key, self.force)
+            .context("cannot upload the image")
+    }
+}
+
+impl Drop for StagedUpload {
+    fn drop(&mut self) {
+        super::interrupt::keep_on_signal(self.dir.path());
+    }
 }
 
 /// Turns the command line into writer options.
@@ -148,6 +205,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.section_index = !args.no_section_index;
     o.recovery = args.recovery;
     o.sign = crate::trust::signing_key(args.sign.as_deref())?;
+    o.encrypt = crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?;
     if !args.base.is_empty() {
         o.delta = Some(hoard_writer::delta::DeltaOptions {
             bases: args.base.clone(),

@@ -164,6 +164,15 @@ pub struct CreateArgs {
     /// OpenSSH ed25519 key); `hoard verify --trust` checks it.
     #[arg(long, value_name = "KEY")]
     pub sign: Option<PathBuf>,
+    /// Encrypt the image to RECIPIENT: an age public key (`age1…`), an
+    /// OpenSSH public key (`ssh-ed25519 …`, `ssh-rsa …`) or a file of
+    /// them, one a line (repeatable). Readers need `--identity`.
+    #[arg(long = "encrypt-to", value_name = "RECIPIENT")]
+    pub encrypt_to: Vec<String>,
+    /// Encrypt the image with the passphrase in the first line of FILE
+    /// (age's scrypt); readers need `--passphrase-file`.
+    #[arg(long, value_name = "FILE", conflicts_with = "encrypt_to")]
+    pub passphrase_file: Option<PathBuf>,
     /// File to put before the image (e.g. a shell script).
     #[arg(long)]
     pub header: Option<PathBuf>,
@@ -300,6 +309,28 @@ pub struct RewriteArgs {
     /// OpenSSH ed25519 key); `hoard verify --trust` checks it.
     #[arg(long, value_name = "KEY")]
     pub sign: Option<PathBuf>,
+    /// Encrypt the image to RECIPIENT: an age public key (`age1…`), an
+    /// OpenSSH public key (`ssh-ed25519 …`, `ssh-rsa …`) or a file of
+    /// them, one a line (repeatable). Readers need `--identity`.
+    #[arg(long = "encrypt-to", value_name = "RECIPIENT")]
+    pub encrypt_to: Vec<String>,
+    /// Encrypt the image with the passphrase in the first line of FILE
+    /// (age's scrypt); readers need `--passphrase-file`.
+    #[arg(long, value_name = "FILE", conflicts_with = "encrypt_to")]
+    pub passphrase_file: Option<PathBuf>,
+    /// Write the image decrypted (a plain image DwarFS reads); the input
+    /// is opened with `--identity` or `--input-passphrase-file`.
+    #[arg(long, conflicts_with_all = ["encrypt_to", "passphrase_file"])]
+    pub decrypt: bool,
+    /// Open an encrypted input with this identity file: an age identity
+    /// (`age-keygen`) or an OpenSSH private key (repeatable; also
+    /// HOARD_IDENTITY, files separated by `:`).
+    #[arg(long = "identity", value_name = "FILE")]
+    pub identity: Vec<PathBuf>,
+    /// Open an input encrypted with a passphrase, read from the first
+    /// line of FILE.
+    #[arg(long, value_name = "FILE")]
+    pub input_passphrase_file: Option<PathBuf>,
     /// File to put before the image.
     #[arg(long)]
     pub header: Option<PathBuf>,
@@ -336,6 +367,11 @@ impl CreateArgs {
             no_section_index: self.no_section_index,
             recovery: self.recovery,
             sign: self.sign.clone(),
+            encrypt_to: self.encrypt_to.clone(),
+            passphrase_file: self.passphrase_file.clone(),
+            decrypt: false,
+            identity: Vec::new(),
+            input_passphrase_file: None,
             header: self.header.clone(),
             no_progress: self.no_progress,
         }

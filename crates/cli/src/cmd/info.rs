@@ -13,7 +13,10 @@ use std::collections::BTreeMap;
 
 /// Prints a summary of the image, as text or JSON.
 pub fn run(args: &InfoArgs) -> Result<u8> {
-    let fs = super::open(&args.image)?;
+    let fs = match super::open_unless_locked(&args.image)? {
+        super::Opened::Readable(fs) => *fs,
+        super::Opened::Locked(image) => return locked(&image, args.json),
+    };
     let mut info = collect(&fs)?;
     if let Some(stats) = fs.image().fetch_stats().filter(|_| args.verbose) {
         info["remote"] = serde_json::to_value(stats)?;
@@ -22,6 +25,31 @@ pub fn run(args: &InfoArgs) -> Result<u8> {
         println!("{}", serde_json::to_string_pretty(&info)?);
     } else {
         print_text(&info);
+    }
+    Ok(0)
+}
+
+/// What `info` tells of an encrypted image without its key: that it is
+/// encrypted, and for how many recipients.
+fn locked(image: &hoard_reader::Image, json: bool) -> Result<u8> {
+    let wrapping = image
+        .encryption()
+        .map(|e| e.wrapping())
+        .ok_or_else(|| anyhow::anyhow!("internal error: the image is not encrypted"))?;
+    if json {
+        let (recipients, passphrase) = match wrapping {
+            hoard_trust::encrypt::Wrapping::Recipients(n) => (n, false),
+            hoard_trust::encrypt::Wrapping::Passphrase => (0, true),
+        };
+        let info = json!({
+            "encrypted": true,
+            "recipients": recipients,
+            "passphrase": passphrase,
+            "image_size": image.file_size(),
+        });
+        println!("{}", serde_json::to_string_pretty(&info)?);
+    } else {
+        println!("encrypted {wrapping} (--identity FILE or --passphrase-file FILE opens it)");
     }
     Ok(0)
 }
@@ -193,6 +221,7 @@ fn collect(fs: &Filesystem) -> Result<Value> {
         "section_index": image.used_index(),
         "recovery_percent": image.recovery().map(|(r, _)| r.layout().percent),
         "signature": signature(image),
+        "encryption": image.encryption().map(|e| e.wrapping().to_string()),
         "sections": image.sections().len(),
         "block_size": meta.block_size,
         "blocks": fs.block_count(),
@@ -276,6 +305,7 @@ fn print_text(info: &Value) {
         ("section index", "section_index"),
         ("recovery data (%)", "recovery_percent"),
         ("signature", "signature"),
+        ("encrypted", "encryption"),
         ("sections", "sections"),
         ("block size", "block_size"),
         ("blocks", "blocks"),

@@ -65,8 +65,8 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-/// How to open the image named by `args`: its offset, cache size and
-/// trusted keys.
+/// How to open the image named by `args`: its offset, cache size,
+/// trusted keys and identities.
 fn fs_options(args: &ImageArgs) -> Result<FsOptions> {
     Ok(FsOptions {
         open: OpenOptions {
@@ -74,6 +74,7 @@ fn fs_options(args: &ImageArgs) -> Result<FsOptions> {
             no_mmap: false,
             image_size: None,
             trust: crate::trust::trusted_keys(&args.trust)?,
+            identities: crate::trust::identities(&args.identity, args.passphrase_file.as_deref())?,
         },
         cache_size: args.cache_size,
         ..FsOptions::default()
@@ -86,6 +87,30 @@ pub fn open(args: &ImageArgs) -> Result<Filesystem> {
     let image = image_path(&args.image, &ArchiveCache::default())?;
     Filesystem::open(&image, &fs_options(args)?)
         .with_context(|| format!("cannot open image '{}'", args.image.display()))
+}
+
+/// An image opened as far as its keys allow.
+pub enum Opened {
+    /// Its file system.
+    Readable(Box<Filesystem>),
+    /// Its sections only: it is encrypted and no identity given opens it.
+    Locked(Box<hoard_reader::Image>),
+}
+
+/// Opens the image named by `args` as [`open`] does, unless it is
+/// encrypted and no identity given opens it.
+pub fn open_unless_locked(args: &ImageArgs) -> Result<Opened> {
+    let context = || format!("cannot open image '{}'", args.image.display());
+    let options = fs_options(args)?;
+    let path = image_path(&args.image, &ArchiveCache::default())?;
+    let image = hoard_reader::Image::open(&path, &options.open).with_context(context)?;
+    if image.encryption().is_some_and(|e| !e.is_unlocked()) {
+        return Ok(Opened::Locked(Box::new(image)));
+    }
+    let cache = Filesystem::check_options(&options)?;
+    Filesystem::from_image_with_cache(image, cache)
+        .map(|fs| Opened::Readable(Box::new(fs)))
+        .with_context(context)
 }
 
 /// The image to open for `path`: for an archive, its image in `cache`,

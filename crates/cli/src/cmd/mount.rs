@@ -18,12 +18,16 @@ use std::sync::{Arc, Mutex};
 
 /// Mounts an image (or several); returns the exit code.
 pub fn run(args: &MountArgs) -> Result<u8> {
-    let (rest, trust) = trust_options(&args.options)?;
+    let (rest, keys) = key_options(&args.options)?;
     let (rest, archives) = archive_options(&remote_options(&rest)?)?;
     let options = MountOptions::parse(&rest).map_err(anyhow::Error::msg)?;
-    let trusted = &crate::trust::trusted_keys(&trust)?;
+    // Read before the fork, so a bad key file fails the command.
+    let keys = &Keys {
+        trusted: crate::trust::trusted_keys(&keys.trust)?,
+        identities: crate::trust::identities(&keys.identity, keys.passphrase_file.as_deref())?,
+    };
     if args.foreground {
-        return serve(args, &options, &archives, trusted, |_| {});
+        return serve(args, &options, &archives, keys, |_| {});
     }
     let (read_end, write_end) = pipe()?;
     // SAFETY: no threads exist yet in this process, so the child may run
@@ -35,7 +39,7 @@ pub fn run(args: &MountArgs) -> Result<u8> {
             let status = std::cell::RefCell::new(Some(std::fs::File::from(write_end)));
             // SAFETY: setsid has no preconditions.
             unsafe { libc::setsid() };
-            let result = serve(args, &options, &archives, trusted, |_| {
+            let result = serve(args, &options, &archives, keys, |_| {
                 if let Some(mut w) = status.borrow_mut().take() {
                     let _ = w.write_all(b"ok");
                 }
@@ -61,19 +65,40 @@ pub fn run(args: &MountArgs) -> Result<u8> {
     }
 }
 
-/// Takes the `trust=PUB` options out of `-o` options; returns the others
-/// and the public key files.
-fn trust_options(options: &[String]) -> Result<(Vec<String>, Vec<PathBuf>)> {
+/// The key files named by `-o` options.
+#[derive(Default)]
+struct KeyFiles {
+    /// `trust=PUB`.
+    trust: Vec<PathBuf>,
+    /// `identity=FILE`.
+    identity: Vec<PathBuf>,
+    /// `passphrase_file=FILE`.
+    passphrase_file: Option<PathBuf>,
+}
+
+/// The keys images are opened with.
+struct Keys {
+    trusted: Option<hoard_trust::TrustedKeys>,
+    identities: Option<Arc<hoard_trust::encrypt::Identities>>,
+}
+
+/// Takes the `trust=PUB`, `identity=FILE` and `passphrase_file=FILE`
+/// options out of `-o` options; returns the others and the files.
+fn key_options(options: &[String]) -> Result<(Vec<String>, KeyFiles)> {
     let mut rest = Vec::new();
-    let mut trust = Vec::new();
+    let mut keys = KeyFiles::default();
     for item in options.iter().flat_map(|o| o.split(',')) {
         match item.split_once('=') {
-            Some(("trust", "")) => bail!("mount option 'trust' needs a public key file"),
-            Some(("trust", file)) => trust.push(PathBuf::from(file)),
+            Some((name @ ("trust" | "identity" | "passphrase_file"), "")) => {
+                bail!("mount option '{name}' needs a file")
+            }
+            Some(("trust", file)) => keys.trust.push(PathBuf::from(file)),
+            Some(("identity", file)) => keys.identity.push(PathBuf::from(file)),
+            Some(("passphrase_file", file)) => keys.passphrase_file = Some(PathBuf::from(file)),
             _ => rest.push(item.to_string()),
         }
     }
-    Ok((rest, trust))
+    Ok((rest, keys))
 }
 
 /// Takes the `remote_*` options out of `-o` options (they set how remote
@@ -120,7 +145,7 @@ fn serve(
     args: &MountArgs,
     options: &MountOptions,
     archives: &ArchiveCache,
-    trusted: &Option<hoard_trust::TrustedKeys>,
+    keys: &Keys,
     ready: impl FnOnce(()),
 ) -> Result<u8> {
     let mounted: Arc<Mutex<Option<hoard_fuse::Mounted>>> = Arc::new(Mutex::new(None));
@@ -135,7 +160,7 @@ fn serve(
         }
     });
     hoard_fuse::driver::check_mountpoint(args.mountpoint()).map_err(anyhow::Error::msg)?;
-    let view = open_view(args, options, archives, trusted)?;
+    let view = open_view(args, options, archives, keys)?;
     let fsname = mount_source(args.images());
     hoard_fuse::serve(view, &fsname, args.mountpoint(), options, |m| {
         *mounted.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
@@ -151,10 +176,11 @@ fn open_view(
     args: &MountArgs,
     options: &MountOptions,
     archives: &ArchiveCache,
-    trusted: &Option<hoard_trust::TrustedKeys>,
+    keys: &Keys,
 ) -> Result<Arc<dyn View>> {
     let mut fs_options = options.fs_options();
-    fs_options.open.trust = trusted.clone();
+    fs_options.open.trust = keys.trusted.clone();
+    fs_options.open.identities = keys.identities.clone();
     let images = args.images();
     if !args.each {
         if options.watch {

@@ -93,6 +93,12 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         recovery: args.recovery,
         sign: crate::trust::signing_key(args.sign.as_deref())?,
         trust: crate::trust::trusted_keys(&[])?,
+        encrypt: crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?,
+        identities: crate::trust::identities(
+            &args.identity,
+            args.input_passphrase_file.as_deref(),
+        )?,
+        decrypt: args.decrypt,
         header: args
             .header
             .as_ref()
@@ -164,6 +170,7 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     o.section_index = !args.no_section_index;
     o.recovery = args.recovery;
     o.sign = crate::trust::signing_key(args.sign.as_deref())?;
+    o.encrypt = crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?;
     let now = history::now().map_err(anyhow::Error::msg)?;
     if !args.no_history {
         o.history = Some(history::this_run(

@@ -532,3 +532,31 @@ pub fn assert_same_files(expected: &Path, actual: &Path) {
         );
     }
 }
+
+/// An age identity file `dir/name` made by the real `age-keygen`, and its
+/// recipient (`age1…`).
+pub fn age_identity(dir: &Path, name: &str) -> (PathBuf, String) {
+    let path = dir.join(name);
+    let out = Command::new("age-keygen")
+        .arg("-o")
+        .arg(&path)
+        .output()
+        .expect("age-keygen (scripts/install-deps.sh installs age)");
+    assert!(out.status.success(), "age-keygen failed");
+    let said = String::from_utf8(out.stderr).unwrap();
+    let recipient = said.trim().strip_prefix("Public key: ").unwrap();
+    (path, recipient.to_string())
+}
+
+/// An OpenSSH key pair `dir/name` and `dir/name.pub` of `kind` (`ed25519`,
+/// `rsa`) made by the real `ssh-keygen`, without a passphrase.
+pub fn ssh_key_pair(dir: &Path, name: &str, kind: &str) -> (PathBuf, PathBuf) {
+    let key = dir.join(name);
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", kind, "-N", "", "-C", "tests", "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen");
+    assert!(out.status.success(), "ssh-keygen failed");
+    (key.clone(), dir.join(format!("{name}.pub")))
+}

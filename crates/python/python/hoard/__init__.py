@@ -54,29 +54,37 @@ class Image:
     """An open DwarFS image, or a stack of images read as one tree.
 
     ``Image(path, offset="auto", cache_size=None, trust=None,
-    force_stack=False)`` opens the image file ``path``. ``path`` may also
-    be a list of image files, bottom layer first, read as one tree as
-    ``hoard mount LOWER... UPPER`` shows it (overlayfs rules; a ``--delta``
-    layer reads only on exactly the bases it was made on, and a layer made
-    on other images is refused unless ``force_stack``); the options apply
-    to every layer and the layers share one block cache. ``offset`` is ``"auto"`` (find the image after
+    identity=None, passphrase_file=None, force_stack=False)`` opens the
+    image file ``path``. ``path`` may also be a list of image files, bottom
+    layer first, read as one tree as ``hoard mount LOWER... UPPER`` shows
+    it (overlayfs rules; a ``--delta`` layer reads only on exactly the
+    bases it was made on, and a layer made on other images is refused
+    unless ``force_stack``); the options apply to every layer and the
+    layers share one block cache. ``offset`` is ``"auto"`` (find the image after
     any header, such as a shell script) or the byte offset where it
     starts; ``cache_size`` the bytes of decompressed blocks kept in memory
     (default 512 MiB); ``trust`` a list of public key files (``hoard
     keygen``'s or OpenSSH's): the image must be signed by one of their
-    keys, and every block is checked against the signature before use.
-    Use it as a context manager, or call ``close()``. Raises
+    keys, and every block is checked against the signature before use;
+    ``identity`` a list of identity files (``age-keygen``'s or OpenSSH
+    private keys) and ``passphrase_file`` a file holding a passphrase, one
+    of which opens an encrypted image. Use it as a context manager, or call ``close()``. Raises
     ``FileNotFoundError`` for a missing file and ``ImageError`` when it is
-    not a readable image (or not signed by a trusted key), or the layers
-    do not stack.
+    not a readable image (or not signed by a trusted key, or encrypted
+    and not opened by the identities given), or the layers do not stack.
     """
 
-    def __init__(self, path, offset="auto", cache_size=None, trust=None, force_stack=False):
+    def __init__(self, path, offset="auto", cache_size=None, trust=None,
+                 identity=None, passphrase_file=None, force_stack=False):
         if trust is not None:
             trust = [os.fspath(t) for t in trust]
+        if identity is not None:
+            identity = [os.fspath(i) for i in identity]
+        if passphrase_file is not None:
+            passphrase_file = os.fspath(passphrase_file)
         paths = list(path) if isinstance(path, (list, tuple)) else [path]
         self._core = _hoard.Image([os.fspath(p) for p in paths], offset, cache_size, trust,
-                                  force_stack)
+                                  identity, passphrase_file, force_stack)
 
     def __enter__(self):
         return self
@@ -337,11 +345,13 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     (``"ms"``, ``"15min"``, ...), chmod, pack_metadata, no_history,
     no_history_timestamps, no_create_timestamp, no_section_index, recovery
     (percent), header (bytes or a file path), sign (a secret key file:
-    the image is signed with it), base (an image path or a list, lowest
-    first: write a layer of what changed on them, as ``hoard create
-    --base``) with delta (new data may refer to the bases' bytes; the
-    layer then reads only on them), trust_mtime, opaque_dirs, metacopy,
-    force_stack.
+    the image is signed with it), encrypt_to (a list of age or SSH public
+    keys, or files of them: the image is encrypted to them) or
+    passphrase_file (a file whose first line is the passphrase the image
+    is encrypted with), base (an image path or a list, lowest first: write
+    a layer of what changed on them, as ``hoard create --base``) with
+    delta (new data may refer to the bases' bytes; the layer then reads
+    only on them), trust_mtime, opaque_dirs, metacopy, force_stack.
 
     The per-stream options compression, window_size, window_step,
     max_lookback_blocks and order take a value for every category, a list

@@ -42,12 +42,38 @@ pub fn scan_archive(
     filter: Option<&Filter>,
     progress: &ScanProgress,
 ) -> Result<Scanned> {
-    let mut reader = if input.as_os_str() == "-" {
+    let reader = if input.as_os_str() == "-" {
         ArchiveReader::open_stream(Box::new(std::io::stdin()), "standard input")
     } else {
         ArchiveReader::open_file(input)
     }
     .map_err(|e| Error::Input(e.to_string()))?;
+    scan_reader(reader, options, filter, progress)
+}
+
+/// Reads the archive at `url` (`http://`, `https://`, `s3://bucket/key`)
+/// into a tree, streamed: fetched in order as it is read, never stored
+/// whole.
+pub fn scan_remote_archive(
+    url: &str,
+    options: &ScanOptions,
+    filter: Option<&Filter>,
+    progress: &ScanProgress,
+) -> Result<Scanned> {
+    let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
+    let stream = hoard_remote::stream::open_stream(url, &remote).map_err(Error::Input)?;
+    let reader = ArchiveReader::open_stream(Box::new(stream), url)
+        .map_err(|e| Error::Input(e.to_string()))?;
+    scan_reader(reader, options, filter, progress)
+}
+
+/// Reads the members of `reader` into a tree.
+fn scan_reader(
+    mut reader: ArchiveReader,
+    options: &ScanOptions,
+    filter: Option<&Filter>,
+    progress: &ScanProgress,
+) -> Result<Scanned> {
     let spool = Spool::new(options.spool_dir.as_deref())?;
     let mut builder = Builder::new(options, filter, progress, spool);
     loop {

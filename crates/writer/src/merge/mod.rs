@@ -6,7 +6,7 @@
 //! are (renumbered, part after part) and writes new metadata: a file's
 //! chunks point into the copied blocks of its part, and with
 //! [`Parts::dedupe`] a content a later part stores again points at the
-//! earlier copy ([`equal`]); a block no content uses any more is left
+//! earlier copy (the `equal` module); a block no content uses any more is left
 //! out. The parts must share a block size. Memory grows with the number
 //! of entries (the merged tree), not with the data; the data is read
 //! only to hash contents of a size several parts hold.
@@ -211,7 +211,8 @@ pub fn merge_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     check_block_sizes(parts, &layers)?;
     let image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
         .with_fsync(options.fsync)
-        .with_signing_key(options.sign.clone());
+        .with_signing_key(options.sign.clone())
+        .with_encryption(options.encrypt.as_deref())?;
     let mut located = FileLocations::default();
     let scanned = merged_tree(
         parts,

@@ -1,0 +1,377 @@
+//! Encrypted images: written to an age recipient, an SSH key or a
+//! passphrase; nothing of the tree shows in the image bytes; read back
+//! (mount, cat, info, rewrite --decrypt) only with the right secret;
+//! encrypted and signed together.
+
+mod common;
+
+use common::{
+    age_identity, create_image, dwarfs_bin, files_using_block, fuse_available, hoard,
+    manifest_diff, manifest_of, noise, run, skipped, ssh_key_pair, tampered, tool, Compare,
+    FuseMount,
+};
+use hoard_format::section::SectionType;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// Files in the test tree, 40 KiB of noise each, and a text file: with
+/// 64 KiB blocks, every block holds parts of two or three of them.
+const FILES: usize = 6;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    tree: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(tree.join("quarterly-plans")).unwrap();
+        for i in 0..FILES {
+            let sub = if i % 3 == 0 { "quarterly-plans" } else { "" };
+            std::fs::write(
+                tree.join(sub).join(format!("confidential-{i:02}.bin")),
+                noise(40 << 10, i as u64 + 1),
+            )
+            .unwrap();
+        }
+        let text: String = (0..400)
+            .map(|i| format!("line {i} of the merger memo, do not share\n"))
+            .collect();
+        std::fs::write(tree.join("merger-memo.txt"), text).unwrap();
+        std::os::unix::fs::symlink("merger-memo.txt", tree.join("memo-link")).unwrap();
+        Fixture { tree, dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// An image of the tree, 64 KiB blocks, with `extra` options.
+    fn image(&self, name: &str, extra: &[&str]) -> PathBuf {
+        let mut args = vec!["-S", "16", "-l3", "--time-resolution=ns"];
+        args.extend_from_slice(extra);
+        create_image(&self.tree, &self.path(name), &args)
+    }
+
+    /// The regular files of the tree, relative paths.
+    fn files(&self) -> Vec<String> {
+        let mut files: Vec<String> = (0..FILES)
+            .map(|i| {
+                let sub = if i % 3 == 0 { "quarterly-plans/" } else { "" };
+                format!("{sub}confidential-{i:02}.bin")
+            })
+            .collect();
+        files.push("merger-memo.txt".into());
+        files
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn ok(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The one-line error of a command that must fail.
+fn refused(out: &Output, what: &str) -> String {
+    assert_eq!(out.status.code(), Some(1), "{what} did not fail");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+    err
+}
+
+/// The name of the user and group owning the tree (as `id` gives them).
+fn owner_names() -> Vec<String> {
+    ["-un", "-gn"]
+        .iter()
+        .map(|flag| {
+            let out = std::process::Command::new("id").arg(flag).output().unwrap();
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        })
+        .collect()
+}
+
+/// Fails if the image bytes hold a file name of the tree, any 16-byte
+/// run of any file's contents, or the name of the tree's owner.
+fn assert_hides_the_tree(fx: &Fixture, image: &Path) {
+    let bytes = std::fs::read(image).unwrap();
+    let runs: HashSet<&[u8]> = bytes.windows(16).collect();
+    for path in fx.files() {
+        let contents = std::fs::read(fx.tree.join(&path)).unwrap();
+        let leaked = contents.windows(16).position(|w| runs.contains(w));
+        assert_eq!(leaked, None, "{path}: a 16-byte run shows in the image");
+    }
+    let mut names: Vec<String> = fx
+        .files()
+        .iter()
+        .map(|p| p.rsplit('/').next().unwrap().to_string())
+        .collect();
+    names.extend(["quarterly-plans".into(), "memo-link".into()]);
+    for name in owner_names() {
+        if name.len() >= 4 {
+            names.push(name);
+        } else {
+            skipped("owner names shorter than 4 bytes are not searched for");
+        }
+    }
+    for name in names {
+        let found = bytes.windows(name.len()).any(|w| w == name.as_bytes());
+        assert!(!found, "'{name}' shows in the image");
+    }
+}
+
+/// The payload of the image's key section: hoard's 16-byte head, then an
+/// age file.
+fn key_section_age_file(image: &Path) -> Vec<u8> {
+    let img = hoard_reader::Image::open(image, &Default::default()).unwrap();
+    let section = img.find(SectionType::HOARD_KEY).expect("a key section");
+    img.verified_payload(section).unwrap()[16..].to_vec()
+}
+
+#[test]
+fn an_image_encrypted_to_an_age_recipient_hides_the_tree_and_mounts_with_the_identity() {
+    let fx = Fixture::new();
+    let (identity, recipient) = age_identity(fx.dir.path(), "id.txt");
+    let (wrong, _) = age_identity(fx.dir.path(), "wrong.txt");
+    let image = fx.image("enc.dwarfs", &["--encrypt-to", &recipient]);
+    assert_hides_the_tree(&fx, &image);
+
+    // The wrapped key is a genuine age file: `age -d` opens it.
+    let wrapped = fx.path("wrapped.age");
+    std::fs::write(&wrapped, key_section_age_file(&image)).unwrap();
+    let out = std::process::Command::new("age")
+        .args(["-d", "-i", s(&identity), s(&wrapped)])
+        .output()
+        .unwrap();
+    ok(&out, "age -d");
+    assert_eq!(out.stdout.len(), 32, "a 32-byte data key");
+
+    // Without a key: info says only how it is encrypted; reads refuse.
+    let info = ok(&run(&["info", s(&image)]), "info without a key");
+    assert_eq!(
+        info.trim(),
+        "encrypted for 1 recipient (--identity FILE or --passphrase-file FILE opens it)"
+    );
+    let err = refused(&run(&["ls", s(&image)]), "ls without a key");
+    assert!(err.contains("is encrypted (for 1 recipient)"), "{err}");
+    let err = refused(
+        &run(&["ls", s(&image), "--identity", s(&wrong)]),
+        "ls with a wrong key",
+    );
+    assert!(err.contains("no identity given opens this image"), "{err}");
+    let info = ok(
+        &run(&["info", s(&image), "--identity", s(&identity)]),
+        "info with the key",
+    );
+    assert!(
+        info.contains("encrypted") && info.contains("blocks"),
+        "{info}"
+    );
+    let memo = hoard()
+        .args(["cat", s(&image), "merger-memo.txt"])
+        .env("HOARD_IDENTITY", &identity)
+        .output()
+        .unwrap();
+    assert!(
+        ok(&memo, "cat with HOARD_IDENTITY").as_bytes()
+            == std::fs::read(fx.tree.join("merger-memo.txt")).unwrap()
+    );
+
+    if !fuse_available() {
+        return;
+    }
+    let mnt = fx.path("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let option = format!("identity={}", s(&identity));
+    ok(&run(&["mount", s(&image), s(&mnt), "-o", &option]), "mount");
+    let mount = FuseMount(mnt.clone());
+    let diff = manifest_diff(&manifest_of(&fx.tree), &manifest_of(&mnt), Compare::Mounted);
+    drop(mount);
+    assert!(diff.is_empty(), "mounted tree differs:\n{diff}");
+    let err = refused(&run(&["mount", s(&image), s(&mnt)]), "mount without a key");
+    assert!(err.contains("is encrypted"), "{err}");
+}
+
+#[test]
+fn ssh_key_and_passphrase_images_open_with_their_secret_only() {
+    let fx = Fixture::new();
+    let original = std::fs::read(fx.tree.join("merger-memo.txt")).unwrap();
+    let (key, public) = ssh_key_pair(fx.dir.path(), "ssh", "ed25519");
+    let (other, _) = ssh_key_pair(fx.dir.path(), "other", "ed25519");
+    let image = fx.image("ssh.dwarfs", &["--encrypt-to", s(&public)]);
+    assert_hides_the_tree(&fx, &image);
+    let cat = |image: &Path, extra: &[&str]| {
+        let mut args = vec!["cat", s(image), "merger-memo.txt"];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    assert!(ok(&cat(&image, &["--identity", s(&key)]), "cat, SSH key").as_bytes() == original);
+    let err = refused(&cat(&image, &["--identity", s(&other)]), "another SSH key");
+    assert!(err.contains("no identity given opens"), "{err}");
+
+    let secret = fx.path("passphrase");
+    std::fs::write(&secret, "correct horse battery staple\n").unwrap();
+    let wrong = fx.path("wrong-passphrase");
+    std::fs::write(&wrong, "incorrect horse\n").unwrap();
+    for f in [&secret, &wrong] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let image = fx.image("pass.dwarfs", &["--passphrase-file", s(&secret)]);
+    assert_hides_the_tree(&fx, &image);
+    let info = ok(&run(&["info", s(&image)]), "info without the passphrase");
+    assert!(info.starts_with("encrypted with a passphrase"), "{info}");
+    let read = cat(&image, &["--passphrase-file", s(&secret)]);
+    assert!(ok(&read, "cat with the passphrase").as_bytes() == original);
+    let err = refused(
+        &cat(&image, &["--passphrase-file", s(&wrong)]),
+        "a wrong passphrase",
+    );
+    assert!(err.contains("wrong passphrase"), "{err}");
+    assert!(
+        !err.contains("horse"),
+        "the error shows the passphrase: {err}"
+    );
+}
+
+#[test]
+fn rewrite_decrypt_gives_an_image_dwarfs_reads() {
+    let fx = Fixture::new();
+    let (identity, recipient) = age_identity(fx.dir.path(), "id.txt");
+    let image = fx.image("enc.dwarfs", &["--encrypt-to", &recipient]);
+    let plain = fx.path("plain.dwarfs");
+    let err = refused(
+        &run(&[
+            "rewrite",
+            s(&image),
+            "-o",
+            s(&plain),
+            "--identity",
+            s(&identity),
+        ]),
+        "rewrite of an encrypted image without --decrypt",
+    );
+    assert!(err.contains("--decrypt"), "{err}");
+    ok(
+        &run(&[
+            "rewrite",
+            s(&image),
+            "-o",
+            s(&plain),
+            "--decrypt",
+            "--identity",
+            s(&identity),
+            "--no-progress",
+        ]),
+        "rewrite --decrypt",
+    );
+    let diff = manifest_diff(
+        &manifest_of(&fx.tree),
+        &manifest_of(&plain),
+        Compare::Extracted,
+    );
+    assert!(diff.is_empty(), "decrypted image differs:\n{diff}");
+    if dwarfs_bin().is_none() {
+        return;
+    }
+    let out = tool("dwarfsck")
+        .args(["-i", s(&plain), "--check-integrity"])
+        .output()
+        .unwrap();
+    ok(&out, "dwarfsck --check-integrity");
+}
+
+#[test]
+fn an_encrypted_and_signed_image_verifies_without_the_key_and_refuses_a_changed_block() {
+    let fx = Fixture::new();
+    let (identity, recipient) = age_identity(fx.dir.path(), "id.txt");
+    let name = fx.path("signer");
+    ok(&run(&["keygen", "-o", s(&name)]), "keygen");
+    let (key, public) = (fx.path("signer.key"), fx.path("signer.pub"));
+    let image = fx.image(
+        "both.dwarfs",
+        &["--encrypt-to", &recipient, "--sign", s(&key)],
+    );
+    ok(
+        &run(&["verify", s(&image), "--trust", s(&public)]),
+        "verify",
+    );
+    let plain = fx.path("plain.dwarfs");
+    ok(
+        &run(&[
+            "rewrite",
+            s(&image),
+            "-o",
+            s(&plain),
+            "--decrypt",
+            "--recompress",
+            "none",
+            "--identity",
+            s(&identity),
+            "--no-progress",
+        ]),
+        "rewrite --decrypt",
+    );
+    let block = 1;
+    let hit = files_using_block(&plain, &fx.files(), block);
+    let missed: Vec<String> = fx
+        .files()
+        .into_iter()
+        .filter(|f| !hit.contains(f))
+        .collect();
+    assert!(!hit.is_empty() && !missed.is_empty());
+
+    let bad = tampered(
+        &image,
+        &fx.path("bad.dwarfs"),
+        SectionType::BLOCK,
+        block as usize,
+    );
+    let out = run(&["verify", s(&bad), "--trust", s(&public)]);
+    assert_eq!(out.status.code(), Some(1), "verify of a changed block");
+    for keys in [
+        vec!["--identity", s(&identity), "--trust", s(&public)],
+        vec!["--identity", s(&identity)],
+    ] {
+        let read = |path: &str| {
+            let mut args = vec!["cat", s(&bad), path];
+            args.extend_from_slice(&keys);
+            run(&args)
+        };
+        let some_hit = hit.iter().next().unwrap();
+        assert!(
+            !read(some_hit).status.success(),
+            "{some_hit} read with {keys:?}"
+        );
+        let out = read(&missed[0]);
+        ok(&out, "cat of an untouched file");
+        assert!(out.stdout == std::fs::read(fx.tree.join(&missed[0])).unwrap());
+    }
+    if !fuse_available() {
+        skipped("FUSE is not available");
+        return;
+    }
+    let mnt = fx.path("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let option = format!("identity={},trust={}", s(&identity), s(&public));
+    ok(&run(&["mount", s(&bad), s(&mnt), "-o", &option]), "mount");
+    let mount = FuseMount(mnt.clone());
+    let some_hit = hit.iter().next().unwrap();
+    let err = std::fs::read(mnt.join(some_hit)).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{some_hit}: {err}");
+    assert!(
+        std::fs::read(mnt.join(&missed[0])).unwrap()
+            == std::fs::read(fx.tree.join(&missed[0])).unwrap()
+    );
+    drop(mount);
+}
