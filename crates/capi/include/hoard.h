@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 /*
- An open image (opaque to C).
+ An open image or stack of images (opaque to C).
  */
 typedef struct hoard_image hoard_image;
 
@@ -56,6 +56,34 @@ hoard_image *hoard_open_with(const char *path, size_t cache_size);
  `n_trust` NUL-terminated strings.
  */
 hoard_image *hoard_open_trusted(const char *path, const char *const *trust, size_t n_trust, size_t cache_size);
+
+/*
+ Opens the `count` images `paths` names, bottom layer first, as one
+ tree, as `hoard mount LOWER... UPPER` shows it (overlayfs rules; a
+ `--delta` layer reads only on exactly the base images it was made
+ on); one image is read as it is. The handle works with every other
+ call; inode numbers of a stack of several do not fit 32 bits. Returns
+ NULL on error (an image that cannot be opened, a layer made on other
+ images than the ones below it, a delta layer without its bases); see
+ `hoard_last_error`.
+
+ # Safety
+ `paths` points to `count` NUL-terminated strings.
+ */
+hoard_image *hoard_open_stack(const char *const *paths, size_t count);
+
+/*
+ `hoard_open_stack` with the options of `hoard_open_trusted`: every
+ image must be signed by a key of the `n_trust` public key files
+ `trust` names (none checked when `n_trust` is 0), and at most
+ `cache_size` bytes of decompressed blocks (0: 512 MiB) are kept for
+ all layers together.
+
+ # Safety
+ `paths` points to `count` NUL-terminated strings, `trust` to
+ `n_trust`.
+ */
+hoard_image *hoard_open_stack_trusted(const char *const *paths, size_t count, const char *const *trust, size_t n_trust, size_t cache_size);
 
 /*
  Like `hoard_open_with`, for an encrypted image: its data key is
@@ -114,7 +142,7 @@ int hoard_stat(hoard_image *img, const char *path, struct stat *st);
  # Safety
  `img` is a handle from `hoard_open`; `st` points to a `struct stat`.
  */
-int hoard_stat_inode(hoard_image *img, uint32_t ino, struct stat *st);
+int hoard_stat_inode(hoard_image *img, uint64_t ino, struct stat *st);
 
 /*
  Reads up to `size` bytes of regular file `path` at `offset` into `buf`.
@@ -133,7 +161,7 @@ ssize_t hoard_read(hoard_image *img, const char *path, void *buf, size_t size, o
  # Safety
  `img` is a handle from `hoard_open`; `buf` has room for `size` bytes.
  */
-ssize_t hoard_read_inode(hoard_image *img, uint32_t ino, void *buf, size_t size, off_t offset);
+ssize_t hoard_read_inode(hoard_image *img, uint64_t ino, void *buf, size_t size, off_t offset);
 
 /*
  Copies the target of symlink `path`, NUL-terminated, into `buf`.

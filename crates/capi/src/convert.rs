@@ -1,7 +1,7 @@
 //! Conversions between the reader's types and C's: paths, errors as
 //! `errno` values, attributes as `struct stat`, and panics caught.
 
-use hoard_reader::{Error, FileKind, Filesystem};
+use hoard_reader::{Error, FileKind, Stack, View};
 use libc::c_char;
 use std::ffi::CStr;
 
@@ -42,12 +42,14 @@ pub fn errno_of(e: Error) -> Failure {
     (errno, e.to_string())
 }
 
-/// The attributes of inode `ino` as a `struct stat`.
-pub fn fill_stat(fs: &Filesystem, ino: u32) -> Result<libc::stat, Failure> {
-    let s = fs.stat(ino).map_err(errno_of)?;
+/// The attributes of inode `ino` of `view` as a `struct stat` (with the
+/// view's inode number).
+pub fn fill_stat(view: &Stack, ino: u64) -> Result<libc::stat, Failure> {
+    let at = view.locate(ino).map_err(errno_of)?;
+    let (fs, s) = (&at.fs, at.fs.stat(at.ino).map_err(errno_of)?);
     // SAFETY: struct stat is plain data; all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    st.st_ino = libc::ino_t::from(s.ino);
+    st.st_ino = ino as libc::ino_t;
     st.st_mode = s.mode as libc::mode_t;
     st.st_nlink = s.nlink as libc::nlink_t;
     st.st_uid = s.uid;

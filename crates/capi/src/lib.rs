@@ -1,8 +1,10 @@
 //! The C API of hoard: `libhoard.so` / `libhoard.a` with `include/hoard.h`.
 //!
-//! A thin layer over [`hoard_reader::Filesystem`]: each function converts
-//! its C arguments, calls the reader, and converts the result to a C return
-//! value (0, a length, or `-errno`). The message of the last failure on the
+//! A thin layer over [`hoard_reader::Stack`] (one image is a stack of
+//! one, read as it is; several are read as one tree, delta layers on
+//! their bases): each function converts its C arguments, calls the
+//! reader, and converts the result to a C return value (0, a length, or
+//! `-errno`). The message of the last failure on the
 //! calling thread is kept for [`hoard_last_error`]. An image handle may be
 //! used from any number of threads at once; no panic crosses the boundary
 //! (one is caught and reported as `-EIO` with its message).
@@ -10,15 +12,16 @@
 mod convert;
 
 use convert::{c_path, errno_of, fill_stat, guard};
-use hoard_reader::{FileKind, Filesystem, FsOptions};
+use hoard_reader::{FileKind, Filesystem, FsOptions, Stack, View, ViewExt};
 use libc::{c_char, c_int, c_void, off_t, ssize_t};
 use std::cell::RefCell;
 use std::ffi::CString;
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 
-/// An open image (opaque to C).
+/// An open image or stack of images (opaque to C).
 pub struct HoardImage {
-    fs: Filesystem,
+    view: Stack,
 }
 
 thread_local! {
@@ -53,27 +56,7 @@ pub unsafe extern "C" fn hoard_open_with(
     path: *const c_char,
     cache_size: usize,
 ) -> *mut HoardImage {
-    let opened = guard(|| {
-        let bytes = c_path(path)?;
-        let path = Path::new(std::ffi::OsStr::from_encoded_bytes_unchecked(bytes));
-        let mut options = FsOptions::default();
-        if cache_size > 0 {
-            options.cache_size = cache_size;
-        }
-        Filesystem::open(path, &options).map_err(|e| {
-            (
-                libc::EIO,
-                format!("cannot open image '{}': {e}", path.display()),
-            )
-        })
-    });
-    match opened {
-        Ok(fs) => Box::into_raw(Box::new(HoardImage { fs })),
-        Err(e) => {
-            keep_error(&e.1);
-            std::ptr::null_mut()
-        }
-    }
+    hoard_open_stack_trusted(&path, 1, std::ptr::null(), 0, cache_size)
 }
 
 /// Like `hoard_open_with`, opening the image only if it is signed by a
@@ -94,40 +77,118 @@ pub unsafe extern "C" fn hoard_open_trusted(
     n_trust: usize,
     cache_size: usize,
 ) -> *mut HoardImage {
+    if trust.is_null() || n_trust == 0 {
+        keep_error("no trusted key files given");
+        return std::ptr::null_mut();
+    }
+    hoard_open_stack_trusted(&path, 1, trust, n_trust, cache_size)
+}
+
+/// Opens the `count` images `paths` names, bottom layer first, as one
+/// tree, as `hoard mount LOWER... UPPER` shows it (overlayfs rules; a
+/// `--delta` layer reads only on exactly the base images it was made
+/// on); one image is read as it is. The handle works with every other
+/// call; inode numbers of a stack of several do not fit 32 bits. Returns
+/// NULL on error (an image that cannot be opened, a layer made on other
+/// images than the ones below it, a delta layer without its bases); see
+/// `hoard_last_error`.
+///
+/// # Safety
+/// `paths` points to `count` NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_open_stack(
+    paths: *const *const c_char,
+    count: usize,
+) -> *mut HoardImage {
+    hoard_open_stack_trusted(paths, count, std::ptr::null(), 0, 0)
+}
+
+/// `hoard_open_stack` with the options of `hoard_open_trusted`: every
+/// image must be signed by a key of the `n_trust` public key files
+/// `trust` names (none checked when `n_trust` is 0), and at most
+/// `cache_size` bytes of decompressed blocks (0: 512 MiB) are kept for
+/// all layers together.
+///
+/// # Safety
+/// `paths` points to `count` NUL-terminated strings, `trust` to
+/// `n_trust`.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_open_stack_trusted(
+    paths: *const *const c_char,
+    count: usize,
+    trust: *const *const c_char,
+    n_trust: usize,
+    cache_size: usize,
+) -> *mut HoardImage {
     let opened = guard(|| {
-        let bytes = c_path(path)?;
-        let path = Path::new(std::ffi::OsStr::from_encoded_bytes_unchecked(bytes));
-        if trust.is_null() || n_trust == 0 {
-            return Err((libc::EINVAL, "no trusted key files given".into()));
-        }
-        let mut files = Vec::with_capacity(n_trust);
-        for i in 0..n_trust {
-            let file = c_path(*trust.add(i))?;
-            files.push(std::path::PathBuf::from(
-                std::ffi::OsStr::from_encoded_bytes_unchecked(file),
-            ));
-        }
-        let keys =
-            hoard_trust::TrustedKeys::load(&files).map_err(|e| (libc::EINVAL, e.to_string()))?;
+        let paths = c_paths(paths, count)?;
         let mut options = FsOptions::default();
-        options.open.trust = Some(keys);
+        if n_trust > 0 {
+            let files = c_paths(trust, n_trust)?;
+            let keys = hoard_trust::TrustedKeys::load(&files)
+                .map_err(|e| (libc::EINVAL, e.to_string()))?;
+            options.open.trust = Some(keys);
+        }
         if cache_size > 0 {
             options.cache_size = cache_size;
         }
-        Filesystem::open(path, &options).map_err(|e| {
-            (
-                libc::EIO,
-                format!("cannot open image '{}': {e}", path.display()),
-            )
-        })
+        open_stack(&paths, &options)
     });
     match opened {
-        Ok(fs) => Box::into_raw(Box::new(HoardImage { fs })),
+        Ok(view) => Box::into_raw(Box::new(HoardImage { view })),
         Err(e) => {
             keep_error(&e.1);
             std::ptr::null_mut()
         }
     }
+}
+
+/// The `count` paths at `paths`.
+unsafe fn c_paths(
+    paths: *const *const c_char,
+    count: usize,
+) -> Result<Vec<PathBuf>, convert::Failure> {
+    if paths.is_null() || count == 0 {
+        return Err((libc::EINVAL, "a list of paths is NULL or empty".into()));
+    }
+    (0..count)
+        .map(|i| {
+            let bytes = c_path(*paths.add(i))?;
+            Ok(PathBuf::from(
+                std::ffi::OsStr::from_encoded_bytes_unchecked(bytes),
+            ))
+        })
+        .collect()
+}
+
+/// Opens `paths` as a stack sharing one block cache, bottom layer first;
+/// errors name the image, or say why the layers do not stack.
+fn open_stack(paths: &[PathBuf], options: &FsOptions) -> Result<Stack, convert::Failure> {
+    let cache = Filesystem::check_options(options).map_err(|e| (libc::EINVAL, e.to_string()))?;
+    let mut layers = Vec::with_capacity(paths.len());
+    for path in paths {
+        let fs = Filesystem::open_sharing(path, &options.open, &cache).map_err(|e| {
+            (
+                libc::EIO,
+                format!("cannot open image '{}': {e}", path.display()),
+            )
+        })?;
+        layers.push(Arc::new(fs));
+    }
+    let stack = Stack::from_layers(layers).map_err(|e| match paths {
+        [one] => (
+            libc::EIO,
+            format!("cannot open image '{}': {e}", one.display()),
+        ),
+        _ => (libc::EIO, format!("cannot stack the images: {e}")),
+    })?;
+    if let Err((i, why)) = stack.check_bases() {
+        return Err((
+            libc::EIO,
+            format!("cannot stack '{}': it {why}", paths[i].display()),
+        ));
+    }
+    Ok(stack)
 }
 
 /// Like `hoard_open_with`, for an encrypted image: its data key is
@@ -151,42 +212,30 @@ pub unsafe extern "C" fn hoard_open_encrypted(
     cache_size: usize,
 ) -> *mut HoardImage {
     let opened = guard(|| {
-        let bytes = c_path(path)?;
-        let path = Path::new(std::ffi::OsStr::from_encoded_bytes_unchecked(bytes));
-        let as_path = |bytes: &[u8]| {
-            std::path::PathBuf::from(std::ffi::OsStr::from_encoded_bytes_unchecked(bytes))
+        let path = c_paths(&path, 1)?;
+        let files = if n_identity > 0 {
+            c_paths(identity, n_identity)?
+        } else {
+            Vec::new()
         };
-        let mut files = Vec::with_capacity(n_identity);
-        for i in 0..n_identity {
-            if identity.is_null() {
-                return Err((libc::EINVAL, "identity is NULL".into()));
-            }
-            files.push(as_path(c_path(*identity.add(i))?));
-        }
         let key_error = |e: hoard_trust::Error| (libc::EINVAL, e.to_string());
         let mut identities = hoard_trust::encrypt::Identities::load(&files).map_err(key_error)?;
         if !passphrase_file.is_null() {
-            identities
-                .add_passphrase(&as_path(c_path(passphrase_file)?))
-                .map_err(key_error)?;
+            let file = c_paths(&passphrase_file, 1)?;
+            identities.add_passphrase(&file[0]).map_err(key_error)?;
         }
         if identities.is_empty() {
             return Err((libc::EINVAL, "no identity or passphrase file given".into()));
         }
         let mut options = FsOptions::default();
-        options.open.identities = Some(std::sync::Arc::new(identities));
+        options.open.identities = Some(Arc::new(identities));
         if cache_size > 0 {
             options.cache_size = cache_size;
         }
-        Filesystem::open(path, &options).map_err(|e| {
-            (
-                libc::EIO,
-                format!("cannot open image '{}': {e}", path.display()),
-            )
-        })
+        open_stack(&path, &options)
     });
     match opened {
-        Ok(fs) => Box::into_raw(Box::new(HoardImage { fs })),
+        Ok(view) => Box::into_raw(Box::new(HoardImage { view })),
         Err(e) => {
             keep_error(&e.1);
             std::ptr::null_mut()
@@ -222,7 +271,10 @@ pub unsafe extern "C" fn hoard_close(img: *mut HoardImage) {
 /// `img` is a handle from `hoard_open`; `path` a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn hoard_lookup(img: *mut HoardImage, path: *const c_char) -> i64 {
-    result(|| Ok(i64::from(lookup(img, path)?.1)))
+    result(|| {
+        let ino = lookup(img, path)?.1;
+        i64::try_from(ino).map_err(|_| (libc::EOVERFLOW, format!("inode {ino} too large")))
+    })
 }
 
 /// Fills `st` with the attributes of `path` (symlinks are not followed).
@@ -250,7 +302,7 @@ pub unsafe extern "C" fn hoard_stat(
 #[no_mangle]
 pub unsafe extern "C" fn hoard_stat_inode(
     img: *mut HoardImage,
-    ino: u32,
+    ino: u64,
     st: *mut libc::stat,
 ) -> c_int {
     result(|| stat_into(image(img)?, ino, st))
@@ -284,7 +336,7 @@ pub unsafe extern "C" fn hoard_read(
 #[no_mangle]
 pub unsafe extern "C" fn hoard_read_inode(
     img: *mut HoardImage,
-    ino: u32,
+    ino: u64,
     buf: *mut c_void,
     size: usize,
     offset: off_t,
@@ -308,10 +360,10 @@ pub unsafe extern "C" fn hoard_readlink(
 ) -> c_int {
     result(|| {
         let (image, ino) = lookup(img, path)?;
-        if image.fs.kind(ino).map_err(errno_of)? != FileKind::Symlink {
+        if image.view.stat(ino).map_err(errno_of)?.kind != FileKind::Symlink {
             return Err((libc::EINVAL, "not a symbolic link".into()));
         }
-        let target = image.fs.readlink(ino).map_err(errno_of)?;
+        let target = image.view.readlink(ino).map_err(errno_of)?;
         if target.len() >= size || target.len() >= c_int::MAX as usize {
             return Err((
                 libc::ERANGE,
@@ -347,12 +399,11 @@ pub unsafe extern "C" fn hoard_readdir(
     result(|| {
         let (image, ino) = lookup(img, path)?;
         let cb = cb.ok_or_else(|| (libc::EINVAL, "callback is NULL".to_string()))?;
-        if image.fs.kind(ino).map_err(errno_of)? != FileKind::Directory {
+        if image.view.stat(ino).map_err(errno_of)?.kind != FileKind::Directory {
             return Err((libc::ENOTDIR, "not a directory".into()));
         }
-        for entry in image.fs.readdir_from(ino, 0).map_err(errno_of)? {
-            let entry = entry.map_err(errno_of)?;
-            let st = fill_stat(&image.fs, entry.ino)?;
+        for entry in image.view.entries(ino).map_err(errno_of)? {
+            let st = fill_stat(&image.view, entry.ino)?;
             let Ok(name) = CString::new(entry.name) else {
                 return Err((libc::EIO, "entry name contains a NUL byte".into()));
             };
@@ -384,19 +435,19 @@ unsafe fn image<'a>(img: *mut HoardImage) -> Result<&'a HoardImage, convert::Fai
 unsafe fn lookup<'a>(
     img: *mut HoardImage,
     path: *const c_char,
-) -> Result<(&'a HoardImage, u32), convert::Failure> {
+) -> Result<(&'a HoardImage, u64), convert::Failure> {
     let image = image(img)?;
     let bytes = c_path(path)?;
-    let ino = image.fs.lookup_path_bytes(bytes).map_err(errno_of)?;
+    let ino = image.view.lookup_path_bytes(bytes).map_err(errno_of)?;
     Ok((image, ino))
 }
 
 unsafe fn stat_into(
     image: &HoardImage,
-    ino: u32,
+    ino: u64,
     st: *mut libc::stat,
 ) -> Result<i64, convert::Failure> {
-    let filled = fill_stat(&image.fs, ino)?;
+    let filled = fill_stat(&image.view, ino)?;
     let st = st
         .as_mut()
         .ok_or_else(|| (libc::EINVAL, "stat buffer is NULL".to_string()))?;
@@ -406,12 +457,13 @@ unsafe fn stat_into(
 
 unsafe fn read_into(
     image: &HoardImage,
-    ino: u32,
+    ino: u64,
     buf: *mut c_void,
     size: usize,
     offset: off_t,
 ) -> Result<i64, convert::Failure> {
-    match image.fs.kind(ino).map_err(errno_of)? {
+    let at = image.view.locate(ino).map_err(errno_of)?;
+    match at.fs.kind(at.ino).map_err(errno_of)? {
         FileKind::Regular => {}
         FileKind::Directory => return Err((libc::EISDIR, "is a directory".into())),
         _ => return Err((libc::EINVAL, "not a regular file".into())),
@@ -426,7 +478,7 @@ unsafe fn read_into(
     }
     let size = size.min(isize::MAX as usize);
     let out = std::slice::from_raw_parts_mut(buf.cast::<u8>(), size);
-    let n = image.fs.read(ino, offset, out).map_err(errno_of)?;
+    let n = at.fs.read(at.ino, offset, out).map_err(errno_of)?;
     Ok(n as i64)
 }
 

@@ -286,3 +286,98 @@ fn hoardcat_example_prints_a_file() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no/such/file"));
 }
+
+/// Builds the image `output` of `input`, a delta layer on `bases` when
+/// there are any.
+fn build(input: &Path, output: &Path, bases: &[PathBuf]) {
+    let level = hoard_writer::level::Level::get(3).unwrap();
+    let mut o = hoard_writer::CreateOptions::at_level(input.into(), output.into(), level);
+    o.delta = (!bases.is_empty()).then(|| hoard_writer::delta::DeltaOptions {
+        bases: bases.to_vec(),
+        trust_mtime: false,
+        opaque_dirs: false,
+        force_stack: false,
+        metacopy: false,
+        refer_to_base: true,
+    });
+    hoard_writer::create(&o, &Default::default(), Default::default()).unwrap();
+}
+
+/// Path, kind, size, target and SHA-256 of each entry below `root`, as
+/// the C program prints them (its columns 1, 2, 6, 11 and 12).
+fn tree_lines(root: &Path) -> Vec<String> {
+    use sha2::Digest;
+    let mut lines = vec![".\td\t-\t-\t-".to_string()];
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            lines.push(if meta.is_dir() {
+                todo.push(path);
+                format!("{rel}\td\t-\t-\t-")
+            } else if meta.is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                format!("{rel}\tl\t{}\t{}\t-", meta.len(), target.display())
+            } else {
+                let hash = sha2::Sha256::digest(std::fs::read(&path).unwrap());
+                let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+                format!("{rel}\tf\t{}\t-\t{hex}", meta.len())
+            });
+        }
+    }
+    lines.sort();
+    lines
+}
+
+#[test]
+fn c_program_reads_a_delta_stack_and_refuses_a_wrong_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("prefix");
+    install(&root);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/manifest.c");
+    let exe = dir.path().join("manifest");
+    compile(&root, &source, &exe, false);
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    for tree in [&old, &new] {
+        std::fs::create_dir_all(tree.join("sub")).unwrap();
+        let text: String = (0..4000).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(tree.join("sub/text"), text).unwrap();
+        std::os::unix::fs::symlink("sub/text", tree.join("link")).unwrap();
+    }
+    std::fs::write(new.join("sub/text"), "a changed first line\n").unwrap();
+    std::fs::write(new.join("added"), "new").unwrap();
+    let [base, layer, other] = ["base", "layer", "other"].map(|n| dir.path().join(n));
+    build(&old, &base, &[]);
+    build(&new, &layer, std::slice::from_ref(&base));
+    build(&new, &other, &[]);
+
+    let out = Command::new(&exe).arg(&base).arg(&layer).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            [f[0], f[1], f[5], f[10], f[11]].join("\t")
+        })
+        .collect();
+    lines.sort();
+    assert_eq!(lines, tree_lines(&new));
+
+    let wrong = Command::new(&exe).arg(&other).arg(&layer).output().unwrap();
+    let message = String::from_utf8_lossy(&wrong.stderr);
+    assert!(!wrong.status.success());
+    assert!(
+        message.contains("delta layer") && message.contains("another image"),
+        "{message}"
+    );
+}

@@ -242,6 +242,7 @@ pub fn create<'py>(
     o.sign = signing_key(&opts)?;
     o.encrypt = recipients(&opts)?;
     o.header = header(&opts)?;
+    o.delta = delta(&opts)?;
     o.history = history_entry(&opts, arguments, now)?;
     opts.finish("create")?;
 
@@ -270,6 +271,27 @@ pub(crate) fn summary_dict<'py>(
     dict.set_item("image_bytes", summary.image_bytes)?;
     dict.set_item("warnings", &summary.warnings)?;
     Ok(dict)
+}
+
+/// The layer options: `base` (a list of image paths, lowest first)
+/// with `delta`, `trust_mtime`, `opaque_dirs`, `force_stack` and
+/// `metacopy`, as `hoard create --base`; None without a base.
+fn delta(opts: &Options<'_>) -> PyResult<Option<hoard_writer::delta::DeltaOptions>> {
+    let layer = hoard_writer::delta::DeltaOptions {
+        bases: opts.take("base")?.unwrap_or_default(),
+        trust_mtime: opts.flag("trust_mtime")?,
+        opaque_dirs: opts.flag("opaque_dirs")?,
+        force_stack: opts.flag("force_stack")?,
+        metacopy: opts.flag("metacopy")?,
+        refer_to_base: opts.flag("delta")?,
+    };
+    if layer.bases.is_empty() {
+        if layer.refer_to_base {
+            return Err(PyValueError::new_err("option delta needs a base"));
+        }
+        return Ok(None);
+    }
+    Ok(Some(layer))
 }
 
 /// The `incompressible_*` options over their defaults (those of the

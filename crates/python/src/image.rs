@@ -1,28 +1,33 @@
-//! `hoard._hoard.Image`: an open image, over [`hoard_reader::Filesystem`].
+//! `hoard._hoard.Image`: an open image, or a stack of images read as one
+//! tree (overlayfs rules, delta layers on their bases), over
+//! [`hoard_reader::Stack`]: one image is a stack of one, read as it is.
 //! Every call releases the GIL while the reader works, so threads read in
-//! parallel; the file system is shared, and `close` only drops this
-//! handle's reference (reads under way finish first).
+//! parallel; the stack is shared, and `close` only drops this handle's
+//! reference (reads under way finish first).
 
 use crate::errors::{extract_error, image_error, is_a_directory, not_a_directory, reader_error};
 use hoard_reader::extract::{self, ExtractOptions, Patterns, XattrRestore};
-use hoard_reader::{check, FileKind, Filesystem, FsOptions, ImageOffset, OpenOptions, Stat};
+use hoard_reader::{
+    check, FileKind, Filesystem, FsOptions, ImageOffset, OpenOptions, Stack, Stat, View, ViewExt,
+};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-/// An open DwarFS image (the compiled core of `hoard.Image`).
+/// An open DwarFS image or stack of images (the compiled core of
+/// `hoard.Image`).
 #[pyclass(module = "hoard._hoard", frozen)]
 pub struct Image {
-    /// The image file.
-    path: PathBuf,
-    /// How it was opened (for `check`, which opens it again).
+    /// The image files, bottom layer first.
+    paths: Vec<PathBuf>,
+    /// How they were opened (for `check`, which opens each again).
     open: OpenOptions,
     cache_size: usize,
     /// None once closed.
-    fs: RwLock<Option<Arc<Filesystem>>>,
+    view: RwLock<Option<Arc<Stack>>>,
 }
 
 /// A path inside the image as the bytes to look up and as text for errors.
@@ -35,7 +40,7 @@ fn inner(path: &Path) -> (&[u8], String) {
 /// nanoseconds), rdev, blocks (of 512 bytes), blksize.
 type StatTuple = (
     u32,
-    u32,
+    u64,
     u32,
     u32,
     u32,
@@ -48,14 +53,15 @@ type StatTuple = (
     u32,
 );
 
-fn stat_tuple(st: &Stat, block_size: u32) -> StatTuple {
+/// The stat tuple of view inode `ino`, whose attributes are `st`.
+fn stat_tuple(ino: u64, st: &Stat, block_size: u32) -> StatTuple {
     let blocks = match st.kind {
         FileKind::Regular => st.allocated_size.div_ceil(512),
         _ => 0,
     };
     (
         st.mode,
-        st.ino,
+        ino,
         st.nlink,
         st.uid,
         st.gid,
@@ -70,52 +76,89 @@ fn stat_tuple(st: &Stat, block_size: u32) -> StatTuple {
 }
 
 impl Image {
-    /// The file system, or an error once closed.
-    fn fs(&self) -> PyResult<Arc<Filesystem>> {
-        self.fs
+    /// The stack, or an error once closed.
+    fn view(&self) -> PyResult<Arc<Stack>> {
+        self.view
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .ok_or_else(|| PyValueError::new_err("I/O operation on a closed image"))
     }
 
-    /// Runs `f` on the file system without the GIL.
-    fn with_fs<T: Send>(
+    /// Runs `f` on the stack without the GIL.
+    fn with_view<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&Filesystem) -> PyResult<T> + Send,
+        f: impl FnOnce(&Stack) -> PyResult<T> + Send,
     ) -> PyResult<T> {
-        let fs = self.fs()?;
-        py.detach(|| f(&fs))
+        let view = self.view()?;
+        py.detach(|| f(&view))
+    }
+
+    /// The top layer (the image itself when there is one).
+    fn top(&self) -> PyResult<Arc<Filesystem>> {
+        let view = self.view()?;
+        let top = view.layers().last().cloned();
+        top.ok_or_else(|| image_error("a stack needs at least one image"))
     }
 }
 
 /// The inode `path` names (following symlinks, the last one too if `follow`).
-fn resolve(fs: &Filesystem, path: &Path, follow: bool) -> PyResult<u32> {
+fn resolve(view: &Stack, path: &Path, follow: bool) -> PyResult<u64> {
     let (bytes, text) = inner(path);
-    fs.resolve_path(bytes, follow)
+    view.resolve_path(bytes, follow)
         .map_err(|e| reader_error(e, &text, false))
+}
+
+/// Opens `paths` as a stack, bottom layer first, sharing one block cache;
+/// a layer not made on the images below it is refused unless `force`.
+fn open_stack(paths: &[PathBuf], options: &FsOptions, force: bool) -> PyResult<Stack> {
+    let cache = Filesystem::check_options(options).map_err(image_error)?;
+    let mut layers = Vec::with_capacity(paths.len());
+    for path in paths {
+        // A missing or unreadable file is the usual OSError subclass.
+        std::fs::metadata(path).map_err(PyErr::from)?;
+        let fs = Filesystem::open_sharing(path, &options.open, &cache)
+            .map_err(|e| image_error(format!("cannot open image '{}': {e}", path.display())))?;
+        layers.push(Arc::new(fs));
+    }
+    let stack = Stack::from_layers(layers).map_err(|e| match paths {
+        [one] => image_error(format!("cannot open image '{}': {e}", one.display())),
+        _ => image_error(format!("cannot stack the images: {e}")),
+    })?;
+    if let (Err((i, why)), false) = (stack.check_bases(), force) {
+        return Err(image_error(format!(
+            "cannot stack '{}': it {why} (force_stack=True stacks it anyway)",
+            paths[i].display()
+        )));
+    }
+    Ok(stack)
 }
 
 #[pymethods]
 impl Image {
-    /// Opens the image at `path`; `offset` is "auto" (find the image
+    /// Opens the images at `paths` as one tree, bottom layer first (one
+    /// image is read as it is); `offset` is "auto" (find each image
     /// after any header) or a byte offset; `cache_size` the bytes of
-    /// decompressed blocks kept in memory (default 512 MiB); `trust`
-    /// public key files, of which one key must have signed the image
-    /// (every block is then checked against the signature); `identity`
-    /// identity files (age or OpenSSH private keys) and `passphrase_file`
-    /// a file holding a passphrase, one of which opens an encrypted image.
+    /// decompressed blocks kept in memory (default 512 MiB), shared by
+    /// all layers; `trust` public key files, of which one key must have
+    /// signed each image (every block is then checked against the
+    /// signature); `identity` identity files (age or OpenSSH private keys)
+    /// and `passphrase_file` a file holding a passphrase, one of which
+    /// opens each encrypted image; `force_stack` stacks layers made on
+    /// other images.
     #[new]
-    #[pyo3(signature = (path, offset=None, cache_size=None, trust=None, identity=None, passphrase_file=None))]
+    #[pyo3(signature = (paths, offset=None, cache_size=None, trust=None, identity=None, passphrase_file=None, force_stack=false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        path: PathBuf,
+        paths: Vec<PathBuf>,
         offset: Option<&Bound<'_, PyAny>>,
         cache_size: Option<usize>,
         trust: Option<Vec<PathBuf>>,
         identity: Option<Vec<PathBuf>>,
         passphrase_file: Option<PathBuf>,
+        force_stack: bool,
     ) -> PyResult<Self> {
         let offset = match offset {
             None => ImageOffset::Auto,
@@ -127,8 +170,9 @@ impl Image {
                     .map_err(PyValueError::new_err)?,
             },
         };
-        // A missing or unreadable file is the usual OSError subclass.
-        std::fs::metadata(&path).map_err(PyErr::from)?;
+        if paths.is_empty() {
+            return Err(PyValueError::new_err("no image given"));
+        }
         let mut options = FsOptions::default();
         options.open.offset = offset;
         if let Some(files) = trust {
@@ -148,64 +192,73 @@ impl Image {
         if let Some(size) = cache_size {
             options.cache_size = size;
         }
-        let fs = py
-            .detach(|| Filesystem::open(&path, &options))
-            .map_err(|e| image_error(format!("cannot open image '{}': {e}", path.display())))?;
+        let stack = py.detach(|| open_stack(&paths, &options, force_stack))?;
         Ok(Image {
             open: options.open.clone(),
             cache_size: options.cache_size,
-            path,
-            fs: RwLock::new(Some(Arc::new(fs))),
+            paths,
+            view: RwLock::new(Some(Arc::new(stack))),
         })
     }
 
     /// Drops the image (reads under way in other threads finish first).
     fn close(&self) {
-        *self.fs.write().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.view.write().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// Whether `close` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.fs.read().unwrap_or_else(|p| p.into_inner()).is_none()
+        self.view
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
     }
 
-    /// The image file's path.
+    /// The image files, bottom layer first.
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
+    fn paths(&self) -> Vec<PathBuf> {
+        self.paths.clone()
     }
 
     /// The inode number of `path` (symlinks followed, the last one only
     /// if `follow`).
-    fn lookup(&self, py: Python<'_>, path: PathBuf, follow: bool) -> PyResult<u32> {
-        self.with_fs(py, |fs| resolve(fs, &path, follow))
+    fn lookup(&self, py: Python<'_>, path: PathBuf, follow: bool) -> PyResult<u64> {
+        self.with_view(py, |view| resolve(view, &path, follow))
     }
 
     /// The attributes of `path` as a tuple (see `hoard.Image.stat`).
     fn stat(&self, py: Python<'_>, path: PathBuf, follow: bool) -> PyResult<StatTuple> {
-        self.with_fs(py, |fs| {
-            let ino = resolve(fs, &path, follow)?;
-            let st = fs
-                .stat(ino)
+        self.with_view(py, |view| {
+            let ino = resolve(view, &path, follow)?;
+            let at = view.locate(ino).map_err(image_error)?;
+            let st = at
+                .fs
+                .stat(at.ino)
                 .map_err(|e| reader_error(e, &inner(&path).1, false))?;
-            Ok(stat_tuple(&st, fs.block_size()))
+            Ok(stat_tuple(ino, &st, at.fs.block_size()))
         })
     }
 
     /// The entries of directory `path`: (name, inode, mode) each.
-    fn scandir(&self, py: Python<'_>, path: PathBuf) -> PyResult<Vec<(PathBuf, u32, u32)>> {
-        self.with_fs(py, |fs| {
+    fn scandir(&self, py: Python<'_>, path: PathBuf) -> PyResult<Vec<(PathBuf, u64, u32)>> {
+        self.with_view(py, |view| {
             let text = inner(&path).1;
-            let ino = resolve(fs, &path, true)?;
-            if fs.kind(ino).map_err(|e| reader_error(e, &text, true))? != FileKind::Directory {
+            let ino = resolve(view, &path, true)?;
+            let kind = view
+                .stat(ino)
+                .map_err(|e| reader_error(e, &text, true))?
+                .kind;
+            if kind != FileKind::Directory {
                 return Err(not_a_directory(&text));
             }
-            let entries = fs.readdir(ino).map_err(|e| reader_error(e, &text, true))?;
+            let entries = view
+                .entries(ino)
+                .map_err(|e| reader_error(e, &text, true))?;
             entries
                 .into_iter()
                 .map(|e| {
-                    let mode = fs.stat(e.ino).map_err(image_error)?.mode;
+                    let mode = view.stat(e.ino).map_err(image_error)?.mode;
                     let name = PathBuf::from(std::ffi::OsStr::from_bytes(&e.name));
                     Ok((name, e.ino, mode))
                 })
@@ -215,16 +268,16 @@ impl Image {
 
     /// The target of symlink `path`.
     fn readlink(&self, py: Python<'_>, path: PathBuf) -> PyResult<PathBuf> {
-        self.with_fs(py, |fs| {
-            let ino = resolve(fs, &path, false)?;
+        self.with_view(py, |view| {
+            let ino = resolve(view, &path, false)?;
             let text = inner(&path).1;
-            if fs.kind(ino).map_err(image_error)? != FileKind::Symlink {
+            if view.stat(ino).map_err(image_error)?.kind != FileKind::Symlink {
                 return Err(PyOSError::new_err((libc::EINVAL, "Invalid argument", text)));
             }
-            let target = fs
+            let target = view
                 .readlink(ino)
                 .map_err(|e| reader_error(e, &text, false))?;
-            Ok(PathBuf::from(std::ffi::OsStr::from_bytes(target)))
+            Ok(PathBuf::from(std::ffi::OsString::from_vec(target)))
         })
     }
 
@@ -234,12 +287,14 @@ impl Image {
     fn pread<'py>(
         &self,
         py: Python<'py>,
-        ino: u32,
+        ino: u64,
         offset: u64,
         size: Option<usize>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let fs = self.fs()?;
-        let st = py.detach(|| fs.stat(ino)).map_err(image_error)?;
+        let view = self.view()?;
+        let at = py.detach(|| view.locate(ino)).map_err(image_error)?;
+        let (fs, file) = (at.fs, at.ino);
+        let st = py.detach(|| fs.stat(file)).map_err(image_error)?;
         if st.kind != FileKind::Regular {
             return Err(is_a_directory(&format!("inode {ino}")));
         }
@@ -248,7 +303,7 @@ impl Image {
         let len = usize::try_from(len).map_err(|_| PyValueError::new_err("file too large"))?;
         let mut failure = None;
         let bytes = PyBytes::new_with(py, len, |buf| {
-            if let Err(e) = py.detach(|| fs.read(ino, offset, buf)) {
+            if let Err(e) = py.detach(|| fs.read(file, offset, buf)) {
                 failure = Some(e);
             }
             Ok(())
@@ -267,13 +322,13 @@ impl Image {
         name: &str,
         follow: bool,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let value = self.with_fs(py, |fs| {
-            let ino = resolve(fs, &path, follow)?;
-            let attrs = fs.xattrs(ino).map_err(image_error)?;
+        let value = self.with_view(py, |view| {
+            let ino = resolve(view, &path, follow)?;
+            let attrs = view.xattrs(ino).map_err(image_error)?;
             Ok(attrs
                 .into_iter()
-                .find(|(n, _)| *n == name.as_bytes())
-                .map(|(_, v)| v.to_vec()))
+                .find(|(n, _)| n == name.as_bytes())
+                .map(|(_, v)| v))
         })?;
         match value {
             Some(v) => Ok(PyBytes::new(py, &v)),
@@ -287,12 +342,12 @@ impl Image {
 
     /// The names of the extended attributes of `path`.
     fn listxattr(&self, py: Python<'_>, path: PathBuf, follow: bool) -> PyResult<Vec<String>> {
-        self.with_fs(py, |fs| {
-            let ino = resolve(fs, &path, follow)?;
-            let attrs = fs.xattrs(ino).map_err(image_error)?;
+        self.with_view(py, |view| {
+            let ino = resolve(view, &path, follow)?;
+            let attrs = view.xattrs(ino).map_err(image_error)?;
             Ok(attrs
                 .into_iter()
-                .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
+                .map(|(n, _)| String::from_utf8_lossy(&n).into_owned())
                 .collect())
         })
     }
@@ -319,23 +374,20 @@ impl Image {
         if !xattrs {
             options.xattrs = XattrRestore::None;
         }
-        // Extraction reads through a view: here a stack of this one image.
-        let fs = self.fs()?;
+        let view = self.view()?;
         py.detach(|| {
-            let view =
-                hoard_reader::Stack::from_layers(vec![fs]).map_err(crate::errors::image_error)?;
-            extract::extract(&view, &dest, &patterns, &options)
+            extract::extract(&*view, &dest, &patterns, &options)
                 .map(drop)
                 .map_err(extract_error)
         })
     }
 
-    /// The image's history: one dict per write or rewrite (see
+    /// The (top) image's history: one dict per write or rewrite (see
     /// `hoard.Image.history`); empty when it has none.
     fn history<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
         use hoard_format::history::decode_history;
         use hoard_format::section::SectionType;
-        let fs = self.fs()?;
+        let fs = self.top()?;
         let entries = py.detach(|| {
             let image = fs.image();
             match image.find(SectionType::HISTORY) {
@@ -362,32 +414,46 @@ impl Image {
             .collect()
     }
 
-    /// Verifies the image as `hoard check` does (`full` also reads all
-    /// data): a dict with "ok", "problems", "sections", "blocks", "inodes".
+    /// Verifies each image as `hoard check` does (`full` also reads all
+    /// data): a dict with "ok", "problems" (prefixed with the image's
+    /// path in a stack), and "sections", "blocks", "inodes" summed over
+    /// the images.
     fn check<'py>(&self, py: Python<'py>, full: bool) -> PyResult<Bound<'py, PyDict>> {
-        let report = py.detach(|| {
-            check::check_image(
-                || hoard_reader::Image::open(&self.path, &self.open),
-                self.cache_size,
-                full,
-            )
-        });
+        let stacked = self.paths.len() > 1;
+        let (mut problems, mut sections, mut blocks, mut inodes) = (Vec::new(), 0, 0, 0);
+        for path in &self.paths {
+            let report = py.detach(|| {
+                check::check_image(
+                    || hoard_reader::Image::open(path, &self.open),
+                    self.cache_size,
+                    full,
+                )
+            });
+            problems.extend(report.problems.into_iter().map(|p| match stacked {
+                true => format!("{}: {p}", path.display()),
+                false => p,
+            }));
+            sections += report.sections;
+            blocks += report.blocks;
+            inodes += report.inodes;
+        }
         let dict = PyDict::new(py);
-        dict.set_item("ok", report.problems.is_empty())?;
-        dict.set_item("problems", report.problems)?;
-        dict.set_item("sections", report.sections)?;
-        dict.set_item("blocks", report.blocks)?;
-        dict.set_item("inodes", report.inodes)?;
+        dict.set_item("ok", problems.is_empty())?;
+        dict.set_item("problems", problems)?;
+        dict.set_item("sections", sections)?;
+        dict.set_item("blocks", blocks)?;
+        dict.set_item("inodes", inodes)?;
         Ok(dict)
     }
 
-    /// Facts about the image (see `hoard.Image.info`).
+    /// Facts about the (top) image (see `hoard.Image.info`).
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let fs = self.fs()?;
+        let fs = self.top()?;
         let image = fs.image();
         let version = image.version();
         let dict = PyDict::new(py);
-        dict.set_item("path", &self.path)?;
+        dict.set_item("path", self.paths.last())?;
+        dict.set_item("layers", &self.paths)?;
         dict.set_item(
             "format_version",
             format!("{}.{}", version.major, version.minor),

@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 const MAX_METADATA_SIZE: usize = 512 << 20;
 /// The largest block size accepted.
 const MAX_BLOCK_SIZE: u32 = 1 << 30;
-/// The most symlinks [`Filesystem::resolve_path`] follows (Linux's limit).
+/// The most symlinks [`crate::ViewExt::resolve_path`] follows (Linux's limit).
 pub const MAX_SYMLINKS: usize = 40;
 /// Chunk offset marking a hole whose size is in `large_hole_size`.
 const LARGE_HOLE_OFFSET: u32 = u32::MAX;
@@ -615,52 +615,6 @@ impl Filesystem {
                 }
                 self.lookup(ino, part)?.ok_or_else(not_found)?
             };
-        }
-        Ok(ino)
-    }
-
-    /// The inode `path` names, following the symlinks met on the way (and
-    /// the one it ends at, if `follow_last`) inside the image: relative
-    /// targets from the link's directory, absolute ones from the image's
-    /// root. More than [`MAX_SYMLINKS`] links is an error.
-    pub fn resolve_path(&self, path: &[u8], follow_last: bool) -> Result<u32> {
-        let not_found = || Error::NotFound(String::from_utf8_lossy(path).into_owned());
-        let mut todo: Vec<Vec<u8>> = path
-            .split(|&b| b == b'/')
-            .rev()
-            .map(<[u8]>::to_vec)
-            .collect();
-        let mut ino = self.root();
-        let mut links = 0;
-        while let Some(part) = todo.pop() {
-            if part.is_empty() || part == b"." {
-                continue;
-            }
-            if part == b".." {
-                ino = self.parent(ino)?;
-                continue;
-            }
-            if self.kind_of(ino)? != FileKind::Directory {
-                return Err(not_found());
-            }
-            let child = self.lookup(ino, &part)?.ok_or_else(not_found)?;
-            let is_last = todo.iter().all(|p| p.is_empty() || p == b".");
-            if self.kind_of(child)? != FileKind::Symlink || (is_last && !follow_last) {
-                ino = child;
-                continue;
-            }
-            links += 1;
-            if links > MAX_SYMLINKS {
-                return Err(Error::NotFound(format!(
-                    "{}: too many levels of symbolic links",
-                    String::from_utf8_lossy(path)
-                )));
-            }
-            let target = self.readlink(child)?;
-            if target.starts_with(b"/") {
-                ino = self.root();
-            }
-            todo.extend(target.split(|&b| b == b'/').rev().map(<[u8]>::to_vec));
         }
         Ok(ino)
     }

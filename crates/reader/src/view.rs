@@ -137,17 +137,72 @@ pub trait ViewExt: View {
     /// Finds the inode of a `/`-separated path relative to the root
     /// (empty and `.` components skipped; symlinks are not followed).
     fn lookup_path(&self, path: &str) -> Result<u64> {
+        self.lookup_path_bytes(path.as_bytes())
+    }
+
+    /// [`ViewExt::lookup_path`] for a path of any bytes (names need not
+    /// be UTF-8), as the C binding passes them.
+    fn lookup_path_bytes(&self, path: &[u8]) -> Result<u64> {
+        let not_found = || Error::NotFound(String::from_utf8_lossy(path).into_owned());
         let mut ino = self.root();
-        for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
-            ino = if part == ".." {
+        for part in path
+            .split(|&b| b == b'/')
+            .filter(|p| !p.is_empty() && *p != b".")
+        {
+            ino = if part == b".." {
                 self.parent(ino)?
             } else {
                 if self.stat(ino)?.kind != FileKind::Directory {
-                    return Err(Error::NotFound(path.to_string()));
+                    return Err(not_found());
                 }
-                self.lookup(ino, part.as_bytes())?
-                    .ok_or_else(|| Error::NotFound(path.to_string()))?
+                self.lookup(ino, part)?.ok_or_else(not_found)?
             };
+        }
+        Ok(ino)
+    }
+
+    /// Finds the inode of a `/`-separated path relative to the root,
+    /// following symlinks on the way (the last one only if
+    /// `follow_last`; an absolute target restarts at the root). More than
+    /// [`crate::fs::MAX_SYMLINKS`] links is an error.
+    fn resolve_path(&self, path: &[u8], follow_last: bool) -> Result<u64> {
+        let not_found = || Error::NotFound(String::from_utf8_lossy(path).into_owned());
+        let mut todo: Vec<Vec<u8>> = path
+            .split(|&b| b == b'/')
+            .rev()
+            .map(<[u8]>::to_vec)
+            .collect();
+        let mut ino = self.root();
+        let mut links = 0;
+        while let Some(part) = todo.pop() {
+            if part.is_empty() || part == b"." {
+                continue;
+            }
+            if part == b".." {
+                ino = self.parent(ino)?;
+                continue;
+            }
+            if self.stat(ino)?.kind != FileKind::Directory {
+                return Err(not_found());
+            }
+            let child = self.lookup(ino, &part)?.ok_or_else(not_found)?;
+            let is_last = todo.iter().all(|p| p.is_empty() || p == b".");
+            if self.stat(child)?.kind != FileKind::Symlink || (is_last && !follow_last) {
+                ino = child;
+                continue;
+            }
+            links += 1;
+            if links > crate::fs::MAX_SYMLINKS {
+                return Err(Error::NotFound(format!(
+                    "{}: too many levels of symbolic links",
+                    String::from_utf8_lossy(path)
+                )));
+            }
+            let target = self.readlink(child)?;
+            if target.starts_with(b"/") {
+                ino = self.root();
+            }
+            todo.extend(target.split(|&b| b == b'/').rev().map(<[u8]>::to_vec));
         }
         Ok(ino)
     }

@@ -19,9 +19,40 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tempfile::NamedTempFile;
 
+/// The temporary files of the images being written in this process, for
+/// [`remove_partial_images`].
+static PARTIAL: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes the temporary file of every image this process is writing,
+/// for a process about to exit on a signal: a build can take minutes to
+/// reach a point where it checks its cancel flag (one large block being
+/// compressed). No image can be started afterwards (the list stays
+/// locked), and one renamed into place already is complete.
+pub fn remove_partial_images() {
+    let partial = PARTIAL.lock().unwrap_or_else(|p| p.into_inner());
+    for path in partial.iter() {
+        let _ = std::fs::remove_file(path);
+    }
+    std::mem::forget(partial);
+}
+
+/// A temporary file listed in [`PARTIAL`] while it lives.
+struct Listed(PathBuf);
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        let mut partial = PARTIAL.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = partial.iter().position(|p| *p == self.0) {
+            partial.swap_remove(i);
+        }
+    }
+}
+
 /// An image being written.
 pub struct ImageFile {
     target: PathBuf,
+    /// The temporary file's place in [`PARTIAL`].
+    _listed: Listed,
     force: bool,
     out: BufWriter<NamedTempFile>,
     /// Bytes written since the first section.
@@ -61,17 +92,23 @@ impl ImageFile {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
+        // Made and listed at once, so that a signal cannot come between.
+        let mut partial = PARTIAL.lock().unwrap_or_else(|p| p.into_inner());
         let tmp = tempfile::Builder::new()
             .prefix(".hoard-")
             .suffix(".tmp")
             .tempfile_in(dir)
             .map_err(|e| Error::io(dir, e))?;
+        partial.push(tmp.path().to_path_buf());
+        drop(partial);
+        let listed = Listed(tmp.path().to_path_buf());
         let mut out = BufWriter::with_capacity(1 << 20, tmp);
         if let Some(h) = header {
             out.write_all(h).map_err(|e| Error::io(target, e))?;
         }
         Ok(ImageFile {
             target: target.to_path_buf(),
+            _listed: listed,
             force,
             out,
             position: 0,

@@ -1,5 +1,5 @@
-/* Test program for hoard's C API: prints one line per entry of an image
- * (path, kind, mode, owner, size, mtime, link count, device, symlink
+/* Test program for hoard's C API: prints one line per entry of an image,
+ * or of a stack of images given bottom first (hoard_open_stack) (path, kind, mode, owner, size, mtime, link count, device, symlink
  * target, SHA-256 of the contents), for the Rust test to compare with the
  * image's manifest. Reads alternate between hoard_read by path and
  * hoard_read_inode, in chunks of varying size. Also checks the error
@@ -56,7 +56,7 @@ static void hash_file(const char *path, const struct stat *st, char hex[65]) {
     size_t chunk = 1 + (size_t)(st->st_ino * 7919 % 300000);
     int by_inode = files_read++ % 2;
     for (;;) {
-        ssize_t n = by_inode ? hoard_read_inode(img, (uint32_t)ino, buf, chunk, off)
+        ssize_t n = by_inode ? hoard_read_inode(img, (uint64_t)ino, buf, chunk, off)
                              : hoard_read(img, path, buf, chunk, off);
         if (n < 0) fail("read", path, n);
         if (n == 0) break;
@@ -147,12 +147,12 @@ static void check_errors(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s IMAGE\n", argv[0]);
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s IMAGE [LAYER...]\n", argv[0]);
         return 2;
     }
-    img = hoard_open(argv[1]);
-    if (!img) fail("open", argv[1], 0);
+    img = argc == 2 ? hoard_open(argv[1]) : hoard_open_stack((const char *const *)argv + 1, (size_t)argc - 1);
+    if (!img) fail("open", argv[argc - 1], 0);
     check_errors();
     walk("");
     hoard_close(img);

@@ -13,7 +13,6 @@ use hoard_writer::history;
 use hoard_writer::level::Level;
 use hoard_writer::parse::{parse_resolution, parse_time, Given, StreamOptions};
 use hoard_writer::{create, CreateOptions, Progress, Summary};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,10 +26,7 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
     if let Some(s) = &staged {
         options.output = s.local();
     }
-    let cancel = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
-    }
+    let cancel = super::interrupt::exit_on_signals()?;
     let progress = Progress::default();
     let quiet = args.no_progress || args.progress.as_deref() == Some("none") || args.json;
     let started = Instant::now();
@@ -77,6 +73,7 @@ impl StagedUpload {
             .prefix(".hoard-upload-")
             .tempdir()
             .context("cannot make a temporary directory for the image")?;
+        super::interrupt::remove_on_signal(dir.path());
         Ok(Some(StagedUpload {
             url: output.to_path_buf(),
             force,
@@ -95,6 +92,12 @@ impl StagedUpload {
             .ok_or_else(|| anyhow!("'{}' is not an S3 URL", self.url.display()))?;
         hoard_writer::objects::upload_image(&self.local(), bucket, key, self.force)
             .context("cannot upload the image")
+    }
+}
+
+impl Drop for StagedUpload {
+    fn drop(&mut self) {
+        super::interrupt::keep_on_signal(self.dir.path());
     }
 }
 

@@ -8,8 +8,6 @@ use hoard_writer::history;
 use hoard_writer::level::Level;
 use hoard_writer::merge::{merge_reusing_blocks, Parts};
 use hoard_writer::CreateOptions;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 /// Merges the parts; returns the exit code.
 pub fn run(args: &MergeArgs) -> Result<u8> {
@@ -61,10 +59,7 @@ pub fn run(args: &MergeArgs) -> Result<u8> {
             Some(now.max(0) as u64),
         ));
     }
-    let cancel = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
-    }
+    let cancel = super::interrupt::exit_on_signals()?;
     let summary = if args.recompress {
         hoard_writer::create(&o, &Default::default(), cancel)
     } else {

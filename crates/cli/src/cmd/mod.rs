@@ -8,6 +8,7 @@ mod diff;
 mod extract;
 mod info;
 mod info_history;
+mod interrupt;
 mod keygen;
 mod ls;
 mod manifest;

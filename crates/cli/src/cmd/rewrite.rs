@@ -12,8 +12,6 @@ use hoard_writer::level::Level;
 use hoard_writer::parse::{parse_time, split};
 use hoard_writer::rewrite::{rewrite, Rebuild, RewriteOptions};
 use hoard_writer::CreateOptions;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 /// Rewrites an image (or flattens a stack of them); returns the exit
 /// code.
@@ -110,10 +108,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
             })
             .transpose()?,
     };
-    let cancel = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
-    }
+    let cancel = super::interrupt::exit_on_signals()?;
     let progress = Default::default();
     let summary = rewrite(&options, &progress, cancel)
         .with_context(|| format!("cannot rewrite image '{}'", input.display()))?;
@@ -189,10 +184,7 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
                 .with_context(|| format!("cannot read header file '{}'", h.display()))?,
         );
     }
-    let cancel = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&cancel)).context("signal handler")?;
-    }
+    let cancel = super::interrupt::exit_on_signals()?;
     let summary = if reuse_blocks {
         hoard_writer::flatten::flatten_reusing_blocks(&o)
     } else {

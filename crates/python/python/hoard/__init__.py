@@ -51,11 +51,16 @@ def _join(top, name):
 
 
 class Image:
-    """An open DwarFS image.
+    """An open DwarFS image, or a stack of images read as one tree.
 
     ``Image(path, offset="auto", cache_size=None, trust=None,
-    identity=None, passphrase_file=None)`` opens the
-    image file ``path``; ``offset`` is ``"auto"`` (find the image after
+    identity=None, passphrase_file=None, force_stack=False)`` opens the
+    image file ``path``. ``path`` may also be a list of image files, bottom
+    layer first, read as one tree as ``hoard mount LOWER... UPPER`` shows
+    it (overlayfs rules; a ``--delta`` layer reads only on exactly the
+    bases it was made on, and a layer made on other images is refused
+    unless ``force_stack``); the options apply to every layer and the
+    layers share one block cache. ``offset`` is ``"auto"`` (find the image after
     any header, such as a shell script) or the byte offset where it
     starts; ``cache_size`` the bytes of decompressed blocks kept in memory
     (default 512 MiB); ``trust`` a list of public key files (``hoard
@@ -66,19 +71,20 @@ class Image:
     of which opens an encrypted image. Use it as a context manager, or call ``close()``. Raises
     ``FileNotFoundError`` for a missing file and ``ImageError`` when it is
     not a readable image (or not signed by a trusted key, or encrypted
-    and not opened by the identities given).
+    and not opened by the identities given), or the layers do not stack.
     """
 
     def __init__(self, path, offset="auto", cache_size=None, trust=None,
-                 identity=None, passphrase_file=None):
+                 identity=None, passphrase_file=None, force_stack=False):
         if trust is not None:
             trust = [os.fspath(t) for t in trust]
         if identity is not None:
             identity = [os.fspath(i) for i in identity]
         if passphrase_file is not None:
             passphrase_file = os.fspath(passphrase_file)
-        self._core = _hoard.Image(path, offset, cache_size, trust, identity,
-                                  passphrase_file)
+        paths = list(path) if isinstance(path, (list, tuple)) else [path]
+        self._core = _hoard.Image([os.fspath(p) for p in paths], offset, cache_size, trust,
+                                  identity, passphrase_file, force_stack)
 
     def __enter__(self):
         return self
@@ -88,12 +94,18 @@ class Image:
 
     def __repr__(self):
         state = "closed" if self.closed else "open"
-        return f"<hoard.Image {os.fspath(self.path)!r} ({state})>"
+        names = ", ".join(repr(os.fspath(p)) for p in self.paths)
+        return f"<hoard.Image {names} ({state})>"
 
     @property
     def path(self):
-        """The image file's path."""
-        return self._core.path
+        """The image file's path (in a stack, the top layer's)."""
+        return self._core.paths[-1]
+
+    @property
+    def paths(self):
+        """The image files, bottom layer first (one for a single image)."""
+        return self._core.paths
 
     @property
     def closed(self):
@@ -218,17 +230,22 @@ class Image:
     def check(self, full=False):
         """Verifies the image as ``hoard check`` does (``full`` also reads
         every block and file). Returns a dict: ``ok``, ``problems`` (one
-        line each), ``sections``, ``blocks``, ``inodes``."""
+        line each), ``sections``, ``blocks``, ``inodes``. On a stack each
+        layer is checked alone (a delta layer's files read only on its
+        bases, which the open already checked): problems start with the
+        layer's path, and the counts are summed."""
         return self._core.check(full)
 
     def info(self):
-        """Facts about the image as a dict: path, format_version,
-        image_offset, file_size, block_size, blocks, inodes, total_fs_size,
-        sections, categories, has_xattrs, has_recovery_data."""
+        """Facts about the image as a dict: path, layers (every path,
+        bottom first), format_version, image_offset, file_size, block_size,
+        blocks, inodes, total_fs_size, sections, categories, has_xattrs,
+        has_recovery_data. On a stack they are the top layer's."""
         return self._core.info()
 
     def history(self):
-        """Every write and rewrite of the image, oldest first, as dicts:
+        """Every write and rewrite of the image (on a stack, the top
+        layer), oldest first, as dicts:
         version, git_desc, system, compiler, arguments (the command line,
         or the ``hoard.create``/``hoard.rewrite`` call), timestamp
         (seconds, or None), libraries. Empty when none was recorded."""
@@ -331,7 +348,10 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     the image is signed with it), encrypt_to (a list of age or SSH public
     keys, or files of them: the image is encrypted to them) or
     passphrase_file (a file whose first line is the passphrase the image
-    is encrypted with).
+    is encrypted with), base (an image path or a list, lowest first: write
+    a layer of what changed on them, as ``hoard create --base``) with
+    delta (new data may refer to the bases' bytes; the layer then reads
+    only on them), trust_mtime, opaque_dirs, metacopy, force_stack.
 
     The per-stream options compression, window_size, window_step,
     max_lookback_blocks and order take a value for every category, a list
@@ -350,6 +370,8 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     """
     if options.get("input_list") is not None:
         options["input_list"] = _input_list(options["input_list"])
+    if isinstance(options.get("base"), (str, bytes, os.PathLike)):
+        options["base"] = [options["base"]]
     return _hoard.create(source_dir, image_path, level, progress, options)
 
 
