@@ -375,3 +375,103 @@ fn an_encrypted_and_signed_image_verifies_without_the_key_and_refuses_a_changed_
     );
     drop(mount);
 }
+
+#[test]
+fn encrypted_bases_and_parts_open_with_the_identity_in_create_rewrite_and_merge() {
+    let fx = Fixture::new();
+    let (identity, recipient) = age_identity(fx.dir.path(), "id.txt");
+    let base = fx.image("base.dwarfs", &["--encrypt-to", &recipient]);
+    // The next version of the tree: a file changed, one gone, one new.
+    let next = fx.path("next");
+    let out = std::process::Command::new("cp")
+        .args(["-a", s(&fx.tree), s(&next)])
+        .output()
+        .unwrap();
+    ok(&out, "cp -a");
+    let mut memo = std::fs::read(next.join("merger-memo.txt")).unwrap();
+    memo.extend_from_slice(b"one more line\n");
+    std::fs::write(next.join("merger-memo.txt"), memo).unwrap();
+    std::fs::remove_file(next.join("confidential-01.bin")).unwrap();
+    std::fs::write(next.join("new.txt"), b"new in the layer\n").unwrap();
+
+    let layer = fx.path("layer.dwarfs");
+    let create = |extra: &[&str]| {
+        let mut args = vec![
+            "create",
+            "-i",
+            s(&next),
+            "-o",
+            s(&layer),
+            "--base",
+            s(&base),
+            "--delta",
+            "-S",
+            "16",
+            "--no-progress",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let err = refused(&create(&[]), "a layer on an encrypted base without a key");
+    assert!(err.contains("--identity FILE"), "{err}");
+    let err = refused(
+        &create(&["--identity", s(&identity)]),
+        "a plain layer on an encrypted base",
+    );
+    assert!(err.contains("--decrypt"), "{err}");
+    ok(
+        &create(&["--identity", s(&identity), "--encrypt-to", &recipient]),
+        "an encrypted delta layer on an encrypted base",
+    );
+    assert_hides_the_tree(&fx, &layer);
+
+    // Flattened (blocks reused, then recompressed) and merged, decrypted;
+    // times compared to the second (the layer and merge keep no more).
+    let seconds = |manifest: String| -> String {
+        let lines = manifest.lines().map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("mtime_ns");
+            v.to_string() + "\n"
+        });
+        lines.collect()
+    };
+    for recompress in ["none", "all"] {
+        let flat = fx.path(&format!("flat-{recompress}.dwarfs"));
+        ok(
+            &run(&[
+                "rewrite",
+                s(&base),
+                s(&layer),
+                "-o",
+                s(&flat),
+                "--recompress",
+                recompress,
+                "--identity",
+                s(&identity),
+                "--decrypt",
+                "--no-progress",
+            ]),
+            "rewrite BASE LAYER -o FLAT",
+        );
+        let diff = manifest_diff(
+            &seconds(manifest_of(&next)),
+            &seconds(manifest_of(&flat)),
+            Compare::Extracted,
+        );
+        assert!(diff.is_empty(), "flattened ({recompress}) differs:\n{diff}");
+    }
+    let merged = fx.path("merged.dwarfs");
+    let out = hoard()
+        .args(["merge", s(&base), "--union", "-o", s(&merged), "--decrypt"])
+        .args(["--no-progress"])
+        .env("HOARD_IDENTITY", &identity)
+        .output()
+        .unwrap();
+    ok(&out, "merge of an encrypted part with HOARD_IDENTITY");
+    let diff = manifest_diff(
+        &seconds(manifest_of(&fx.tree)),
+        &seconds(manifest_of(&merged)),
+        Compare::Extracted,
+    );
+    assert!(diff.is_empty(), "merged differs:\n{diff}");
+}
