@@ -339,6 +339,42 @@ fn an_encrypted_and_signed_image_verifies_without_the_key_and_refuses_a_changed_
     );
     let out = run(&["verify", s(&bad), "--trust", s(&public)]);
     assert_eq!(out.status.code(), Some(1), "verify of a changed block");
+
+    // `check` without the key checks the sections and the signature, and
+    // says in one line that the contents were not checked; with the key,
+    // everything.
+    for trust in [vec![], vec!["--trust", s(&public)]] {
+        let mut args = vec!["check", s(&image)];
+        args.extend_from_slice(&trust);
+        let said = ok(&run(&args), "check without the key");
+        assert_eq!(said.lines().count(), 1, "{said}");
+        assert!(
+            said.contains("no problems found in its sections")
+                && said.contains("contents (metadata, files) were not checked"),
+            "{said}"
+        );
+    }
+    let out = run(&["check", s(&bad), "--trust", s(&public)]);
+    assert_eq!(out.status.code(), Some(1), "check of a changed block");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not match the image signature"));
+    let mut bytes = std::fs::read(&image).unwrap();
+    let img = hoard_reader::Image::open(&image, &Default::default()).unwrap();
+    let section = img.find(SectionType::BLOCK).unwrap().clone();
+    bytes[(section.payload_offset() + 100) as usize] ^= 0x01;
+    let damaged = fx.path("damaged.dwarfs");
+    std::fs::write(&damaged, bytes).unwrap();
+    let out = run(&["check", s(&damaged)]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "check of a damaged block without the key"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mismatch"));
+    let said = ok(
+        &run(&["check", "--full", s(&image), "--identity", s(&identity)]),
+        "check --full with the key",
+    );
+    assert_eq!(said.trim(), format!("{}: no problems found", s(&image)));
     for keys in [
         vec!["--identity", s(&identity), "--trust", s(&public)],
         vec!["--identity", s(&identity)],
