@@ -218,6 +218,17 @@ fn ssh_key_and_passphrase_images_open_with_their_secret_only() {
     assert!(ok(&cat(&image, &["--identity", s(&key)]), "cat, SSH key").as_bytes() == original);
     let err = refused(&cat(&image, &["--identity", s(&other)]), "another SSH key");
     assert!(err.contains("no identity given opens"), "{err}");
+    // An ssh-rsa recipient, and its private key as the identity.
+    let (rsa, rsa_public) = ssh_key_pair(fx.dir.path(), "rsa", "rsa");
+    let rsa_image = fx.image("rsa.dwarfs", &["--encrypt-to", s(&rsa_public)]);
+    assert_hides_the_tree(&fx, &rsa_image);
+    let read = cat(&rsa_image, &["--identity", s(&rsa)]);
+    assert!(ok(&read, "cat, RSA key").as_bytes() == original);
+    let err = refused(
+        &cat(&rsa_image, &["--identity", s(&key)]),
+        "the ed25519 key",
+    );
+    assert!(err.contains("no identity given opens"), "{err}");
 
     let secret = fx.path("passphrase");
     std::fs::write(&secret, "correct horse battery staple\n").unwrap();
@@ -241,6 +252,26 @@ fn ssh_key_and_passphrase_images_open_with_their_secret_only() {
     assert!(
         !err.contains("horse"),
         "the error shows the passphrase: {err}"
+    );
+    if !fuse_available() {
+        return;
+    }
+    let mnt = fx.path("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let option = format!("passphrase_file={}", s(&secret));
+    ok(&run(&["mount", s(&image), s(&mnt), "-o", &option]), "mount");
+    let mount = FuseMount(mnt.clone());
+    let diff = manifest_diff(&manifest_of(&fx.tree), &manifest_of(&mnt), Compare::Mounted);
+    drop(mount);
+    assert!(diff.is_empty(), "mounted tree differs:\n{diff}");
+    let option = format!("passphrase_file={}", s(&wrong));
+    let err = refused(
+        &run(&["mount", s(&image), s(&mnt), "-o", &option]),
+        "mount with a wrong passphrase",
+    );
+    assert!(
+        err.contains("wrong passphrase") && !err.contains("horse"),
+        "{err}"
     );
 }
 
