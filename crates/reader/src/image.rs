@@ -808,7 +808,7 @@ impl Image {
         let (header, payload) = self.verified(section)?;
         match &self.encryption {
             Some(encryption) if hoard_trust::encrypt::is_sealed(header.kind) => {
-                let plain = encryption.open_section(&header, &payload)?;
+                let plain = encryption.open_section(&header, payload)?;
                 Ok((header, Cow::Owned(plain)))
             }
             _ => Ok((header, payload)),
