@@ -7,10 +7,12 @@ table.
     bench/signing.py --size 256 --runs 3  # 256 MiB, median of 3
 
 The image holds SIZE MiB of random bytes in 64 MiB files, packed at -l1
-(16 MiB blocks, stored as they are), so its size is SIZE MiB and every
+(1 MiB blocks, stored as they are), so its size is SIZE MiB and every
 byte is hashed. The page cache is warm (the image was just written):
-what is measured is hashing and copying, not the disk. Python 3 standard
-library only.
+what is measured is hashing and copying, not the disk. CPU time is given
+beside wall time, and the load average before the runs: on a machine
+shared with other work the wall time grows, the CPU time much less.
+Python 3 standard library only.
 """
 
 import argparse
@@ -66,12 +68,13 @@ def main() -> int:
         signed = os.path.join(work, "signed.dwarfs")
         subprocess.run([hoard, "create", "-i", tree, "-o", plain, "-l1", "--no-progress"],
                        check=True, stderr=subprocess.DEVNULL)
+        load = os.getloadavg()[0]
         sign = [timed([hoard, "sign", plain, "-o", signed, "-f", "--key", key + ".key"])
                 for _ in range(a.runs)]
         verify = [timed([hoard, "verify", signed, "--trust", key + ".pub"]) for _ in range(a.runs)]
         plain_size, signed_size = os.path.getsize(plain), os.path.getsize(signed)
         print(f"{a.size} MiB of random bytes, hoard create -l1; {os.cpu_count()} cores; "
-              f"median of {a.runs}; wall time (CPU time)\n")
+              f"median of {a.runs}; wall time (CPU time); load average {load:.1f}\n")
         print("| image bytes | signed | overhead | hoard sign | hoard verify |")
         print("|---|---|---|---|---|")
         print(f"| {plain_size:,} | {signed_size:,} | {signed_size - plain_size:,} B "

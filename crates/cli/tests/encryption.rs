@@ -218,6 +218,17 @@ fn ssh_key_and_passphrase_images_open_with_their_secret_only() {
     assert!(ok(&cat(&image, &["--identity", s(&key)]), "cat, SSH key").as_bytes() == original);
     let err = refused(&cat(&image, &["--identity", s(&other)]), "another SSH key");
     assert!(err.contains("no identity given opens"), "{err}");
+    // An ssh-rsa recipient, and its private key as the identity.
+    let (rsa, rsa_public) = ssh_key_pair(fx.dir.path(), "rsa", "rsa");
+    let rsa_image = fx.image("rsa.dwarfs", &["--encrypt-to", s(&rsa_public)]);
+    assert_hides_the_tree(&fx, &rsa_image);
+    let read = cat(&rsa_image, &["--identity", s(&rsa)]);
+    assert!(ok(&read, "cat, RSA key").as_bytes() == original);
+    let err = refused(
+        &cat(&rsa_image, &["--identity", s(&key)]),
+        "the ed25519 key",
+    );
+    assert!(err.contains("no identity given opens"), "{err}");
 
     let secret = fx.path("passphrase");
     std::fs::write(&secret, "correct horse battery staple\n").unwrap();
@@ -241,6 +252,26 @@ fn ssh_key_and_passphrase_images_open_with_their_secret_only() {
     assert!(
         !err.contains("horse"),
         "the error shows the passphrase: {err}"
+    );
+    if !fuse_available() {
+        return;
+    }
+    let mnt = fx.path("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let option = format!("passphrase_file={}", s(&secret));
+    ok(&run(&["mount", s(&image), s(&mnt), "-o", &option]), "mount");
+    let mount = FuseMount(mnt.clone());
+    let diff = manifest_diff(&manifest_of(&fx.tree), &manifest_of(&mnt), Compare::Mounted);
+    drop(mount);
+    assert!(diff.is_empty(), "mounted tree differs:\n{diff}");
+    let option = format!("passphrase_file={}", s(&wrong));
+    let err = refused(
+        &run(&["mount", s(&image), s(&mnt), "-o", &option]),
+        "mount with a wrong passphrase",
+    );
+    assert!(
+        err.contains("wrong passphrase") && !err.contains("horse"),
+        "{err}"
     );
 }
 
@@ -339,6 +370,42 @@ fn an_encrypted_and_signed_image_verifies_without_the_key_and_refuses_a_changed_
     );
     let out = run(&["verify", s(&bad), "--trust", s(&public)]);
     assert_eq!(out.status.code(), Some(1), "verify of a changed block");
+
+    // `check` without the key checks the sections and the signature, and
+    // says in one line that the contents were not checked; with the key,
+    // everything.
+    for trust in [vec![], vec!["--trust", s(&public)]] {
+        let mut args = vec!["check", s(&image)];
+        args.extend_from_slice(&trust);
+        let said = ok(&run(&args), "check without the key");
+        assert_eq!(said.lines().count(), 1, "{said}");
+        assert!(
+            said.contains("no problems found in its sections")
+                && said.contains("contents (metadata, files) were not checked"),
+            "{said}"
+        );
+    }
+    let out = run(&["check", s(&bad), "--trust", s(&public)]);
+    assert_eq!(out.status.code(), Some(1), "check of a changed block");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not match the image signature"));
+    let mut bytes = std::fs::read(&image).unwrap();
+    let img = hoard_reader::Image::open(&image, &Default::default()).unwrap();
+    let section = img.find(SectionType::BLOCK).unwrap().clone();
+    bytes[(section.payload_offset() + 100) as usize] ^= 0x01;
+    let damaged = fx.path("damaged.dwarfs");
+    std::fs::write(&damaged, bytes).unwrap();
+    let out = run(&["check", s(&damaged)]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "check of a damaged block without the key"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mismatch"));
+    let said = ok(
+        &run(&["check", "--full", s(&image), "--identity", s(&identity)]),
+        "check --full with the key",
+    );
+    assert_eq!(said.trim(), format!("{}: no problems found", s(&image)));
     for keys in [
         vec!["--identity", s(&identity), "--trust", s(&public)],
         vec!["--identity", s(&identity)],
@@ -374,4 +441,104 @@ fn an_encrypted_and_signed_image_verifies_without_the_key_and_refuses_a_changed_
             == std::fs::read(fx.tree.join(&missed[0])).unwrap()
     );
     drop(mount);
+}
+
+#[test]
+fn encrypted_bases_and_parts_open_with_the_identity_in_create_rewrite_and_merge() {
+    let fx = Fixture::new();
+    let (identity, recipient) = age_identity(fx.dir.path(), "id.txt");
+    let base = fx.image("base.dwarfs", &["--encrypt-to", &recipient]);
+    // The next version of the tree: a file changed, one gone, one new.
+    let next = fx.path("next");
+    let out = std::process::Command::new("cp")
+        .args(["-a", s(&fx.tree), s(&next)])
+        .output()
+        .unwrap();
+    ok(&out, "cp -a");
+    let mut memo = std::fs::read(next.join("merger-memo.txt")).unwrap();
+    memo.extend_from_slice(b"one more line\n");
+    std::fs::write(next.join("merger-memo.txt"), memo).unwrap();
+    std::fs::remove_file(next.join("confidential-01.bin")).unwrap();
+    std::fs::write(next.join("new.txt"), b"new in the layer\n").unwrap();
+
+    let layer = fx.path("layer.dwarfs");
+    let create = |extra: &[&str]| {
+        let mut args = vec![
+            "create",
+            "-i",
+            s(&next),
+            "-o",
+            s(&layer),
+            "--base",
+            s(&base),
+            "--delta",
+            "-S",
+            "16",
+            "--no-progress",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let err = refused(&create(&[]), "a layer on an encrypted base without a key");
+    assert!(err.contains("--identity FILE"), "{err}");
+    let err = refused(
+        &create(&["--identity", s(&identity)]),
+        "a plain layer on an encrypted base",
+    );
+    assert!(err.contains("--decrypt"), "{err}");
+    ok(
+        &create(&["--identity", s(&identity), "--encrypt-to", &recipient]),
+        "an encrypted delta layer on an encrypted base",
+    );
+    assert_hides_the_tree(&fx, &layer);
+
+    // Flattened (blocks reused, then recompressed) and merged, decrypted;
+    // times compared to the second (the layer and merge keep no more).
+    let seconds = |manifest: String| -> String {
+        let lines = manifest.lines().map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("mtime_ns");
+            v.to_string() + "\n"
+        });
+        lines.collect()
+    };
+    for recompress in ["none", "all"] {
+        let flat = fx.path(&format!("flat-{recompress}.dwarfs"));
+        ok(
+            &run(&[
+                "rewrite",
+                s(&base),
+                s(&layer),
+                "-o",
+                s(&flat),
+                "--recompress",
+                recompress,
+                "--identity",
+                s(&identity),
+                "--decrypt",
+                "--no-progress",
+            ]),
+            "rewrite BASE LAYER -o FLAT",
+        );
+        let diff = manifest_diff(
+            &seconds(manifest_of(&next)),
+            &seconds(manifest_of(&flat)),
+            Compare::Extracted,
+        );
+        assert!(diff.is_empty(), "flattened ({recompress}) differs:\n{diff}");
+    }
+    let merged = fx.path("merged.dwarfs");
+    let out = hoard()
+        .args(["merge", s(&base), "--union", "-o", s(&merged), "--decrypt"])
+        .args(["--no-progress"])
+        .env("HOARD_IDENTITY", &identity)
+        .output()
+        .unwrap();
+    ok(&out, "merge of an encrypted part with HOARD_IDENTITY");
+    let diff = manifest_diff(
+        &seconds(manifest_of(&fx.tree)),
+        &seconds(manifest_of(&merged)),
+        Compare::Extracted,
+    );
+    assert!(diff.is_empty(), "merged differs:\n{diff}");
 }

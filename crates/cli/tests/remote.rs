@@ -1134,6 +1134,13 @@ fn an_encrypted_image_over_http_fetches_only_the_blocks_read() {
         bytes < size / 4,
         "{bytes} of {size} bytes fetched to read one small file"
     );
+    // `info` with the key reads the metadata and block headers, no block.
+    server.control("/__reset");
+    let info = ok(&remote_hoard(&["info", "--json", &url, "--identity", id]));
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert!(info["blocks"].as_u64().unwrap() >= 20, "{info}");
+    let bytes = server.stats()["bytes"].as_u64().unwrap();
+    assert!(bytes < size / 4, "{bytes} of {size} bytes fetched for info");
     let out = remote_hoard(&["cat", &url, "sub/deeper/small"]);
     assert_eq!(out.status.code(), Some(1), "cat without the identity");
 }

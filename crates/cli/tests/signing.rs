@@ -402,3 +402,32 @@ fn signatures_and_recovery_data_work_together_and_dwarfs_reads_signed_images() {
         }
     }
 }
+
+#[test]
+fn sign_refuses_a_damaged_image_and_leaves_nothing() {
+    let fx = Fixture::new();
+    let image = fx.image("plain.dwarfs", &[]);
+    let img = hoard_reader::Image::open(&image, &Default::default()).unwrap();
+    let block = img.find(SectionType::BLOCK).unwrap().clone();
+    let mut bytes = std::fs::read(&image).unwrap();
+    bytes[(block.payload_offset() + block.header.length / 2) as usize] ^= 0x01;
+    let damaged = fx.path("damaged.dwarfs");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let signed = fx.path("signed.dwarfs");
+    let out = run(&["sign", s(&damaged), "-o", s(&signed), "--key", s(&fx.key)]);
+    let err = refused(&out, "sign of a damaged image");
+    assert!(err.contains("damaged") && err.contains("XXH3"), "{err}");
+    assert!(!signed.exists());
+    let left: Vec<_> = std::fs::read_dir(fx.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // Signed in place, the sound image verifies.
+    ok(
+        &run(&["sign", s(&image), "--key", s(&fx.key)]),
+        "sign in place",
+    );
+    ok(&verify(&image, &fx.public), "verify");
+}

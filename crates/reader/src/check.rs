@@ -7,7 +7,10 @@
 //! and reads every file, naming each file that cannot be read (not for a
 //! delta layer alone, whose files read only on its bases). An image with recovery data is read through it,
 //! and the damage it finds is reported (see [`crate::damage`]). Problems
-//! are collected as one-line messages.
+//! are collected as one-line messages. Of an encrypted image opened
+//! without its key, only the sections (their hashes, and the signature
+//! when keys are trusted) and the recovery data are checked, and the
+//! report says that the contents were not.
 
 use crate::damage::{damage_report, DamageReport};
 use crate::walk;
@@ -26,6 +29,10 @@ pub struct Report {
     pub inodes: usize,
     /// One line per problem; empty when the image is sound.
     pub problems: Vec<String>,
+    /// What was not checked, and why (the contents of an encrypted image
+    /// opened without its key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_checked: Option<String>,
     /// For an image with recovery data: its damage, and whether it can
     /// be repaired.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -69,10 +76,17 @@ pub fn check_sections(image: &Image, report: &mut Report) {
 /// Checks the image that `open` opens, as `hoard check` does: everything
 /// when its metadata loads; otherwise its sections, or, when those are
 /// sound, the error that kept the metadata from loading (`open` is then
-/// called a second time). `full` also reads all data.
+/// called a second time). Of an encrypted image opened without its key,
+/// only what can be checked without it. `full` also reads all data.
 pub fn check_image(open: impl Fn() -> Result<Image>, cache_size: usize, full: bool) -> Report {
-    let error = match open().and_then(|image| Filesystem::from_image(image, cache_size)) {
-        Ok(fs) => {
+    // `Err(image)`: an encrypted image without its key.
+    let opened = open().and_then(|image| match image.encryption() {
+        Some(e) if !e.is_unlocked() => Ok(Err(image)),
+        _ => Filesystem::from_image(image, cache_size).map(Ok),
+    });
+    let error = match opened {
+        Ok(Err(locked)) => return check_locked(&locked),
+        Ok(Ok(fs)) => {
             let mut report = check_filesystem(&fs, full);
             add_damage(&mut report, fs.image(), Some(&fs));
             return report;
@@ -87,6 +101,27 @@ pub fn check_image(open: impl Fn() -> Result<Image>, cache_size: usize, full: bo
     }
     if report.problems.is_empty() {
         report.problems.push(error.to_string());
+    }
+    report
+}
+
+/// Checks what can be checked of an encrypted image without its key:
+/// its sections (against their hashes, and the signature if keys are
+/// trusted) and its recovery data.
+fn check_locked(image: &Image) -> Report {
+    let mut report = Report::default();
+    check_sections(image, &mut report);
+    add_damage(&mut report, image, None);
+    report.blocks = image
+        .sections()
+        .iter()
+        .filter(|s| s.header.kind == hoard_format::section::SectionType::BLOCK)
+        .count();
+    if let Some(e) = image.encryption() {
+        report.not_checked = Some(format!(
+            "the contents (metadata, files) were not checked: the image is encrypted ({}) and no key was given",
+            e.wrapping()
+        ));
     }
     report
 }

@@ -50,7 +50,13 @@ impl Encryption {
     }
 
     /// The plain payload of the sealed section `header` describes.
-    pub(crate) fn open_section(&self, header: &SectionHeader, sealed: &[u8]) -> Result<Vec<u8>> {
+    /// The buffer of `sealed` is decrypted in place when it is owned
+    /// (a checked copy, a fetched range), copied once when borrowed.
+    pub(crate) fn open_section(
+        &self,
+        header: &SectionHeader,
+        sealed: std::borrow::Cow<'_, [u8]>,
+    ) -> Result<Vec<u8>> {
         let cipher = self.cipher.as_ref().ok_or_else(|| {
             Error::Corrupt(format!(
                 "the image is encrypted ({}): give --identity FILE or --passphrase-file FILE",
@@ -63,7 +69,7 @@ impl Encryption {
             compression: header.compression,
         };
         cipher
-            .open(place, sealed)
+            .open(place, sealed.into_owned())
             .map_err(|e| Error::Corrupt(e.to_string()))
     }
 }

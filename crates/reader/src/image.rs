@@ -690,6 +690,8 @@ impl Image {
     /// From a remote source only the payload's first bytes are fetched,
     /// which hold the size for every codec but LZMA, whose stream records
     /// it at its end: there the last bytes (index and footer) are fetched.
+    /// Of an encrypted image, a compressed block's size is `None`: its
+    /// codec's header is encrypted, and no block is read for it.
     pub fn uncompressed_size(&self, section: &Section) -> Option<u64> {
         let header = self.header_of(section).ok()?;
         let section = &Section {
@@ -697,8 +699,21 @@ impl Image {
             pending: false,
             ..section.clone()
         };
-        if self.encryption.is_some() && hoard_trust::encrypt::is_sealed(section.header.kind) {
-            // Sealed: the codec's header is read from the decrypted whole.
+        let kind = section.header.kind;
+        if self.encryption.is_some() && hoard_trust::encrypt::is_sealed(kind) {
+            // Sealed: the codec's header is encrypted with the rest. A
+            // stored block is its payload less the tag; a compressed
+            // one's size is not worth fetching and decrypting it whole
+            // (`hoard info` of a remote image would fetch every block).
+            if kind == SectionType::BLOCK {
+                return (section.header.compression == Compression::NONE).then(|| {
+                    section
+                        .header
+                        .length
+                        .saturating_sub(hoard_trust::encrypt::cipher::TAG_SIZE as u64)
+                });
+            }
+            // The metadata sections, read at open anyway, are decrypted.
             let payload = self.plain_payload(section).ok()?;
             return hoard_codec::uncompressed_size(section.header.compression, &payload)
                 .ok()
@@ -793,7 +808,7 @@ impl Image {
         let (header, payload) = self.verified(section)?;
         match &self.encryption {
             Some(encryption) if hoard_trust::encrypt::is_sealed(header.kind) => {
-                let plain = encryption.open_section(&header, &payload)?;
+                let plain = encryption.open_section(&header, payload)?;
                 Ok((header, Cow::Owned(plain)))
             }
             _ => Ok((header, payload)),

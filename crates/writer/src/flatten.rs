@@ -14,7 +14,6 @@
 
 use crate::archive::{Builder, Member, MemberKind, Spool};
 use crate::dedupe::{Content, Deduped};
-use crate::filter::Filter;
 use crate::metadata::Inputs;
 use crate::output::ImageFile;
 use crate::pipeline::{build_metadata, write_history, write_metadata, CreateOptions, Summary};
@@ -31,31 +30,27 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Opens the stack of the images at `layers` (bottom first).
-pub(crate) fn open(layers: &[PathBuf]) -> Result<Stack> {
-    let paths: Vec<&Path> = layers.iter().map(PathBuf::as_path).collect();
-    let reading = hoard_reader::FsOptions {
-        cache_size: 64 << 20,
-        ..hoard_reader::FsOptions::default()
-    };
-    Stack::open(&paths, &reading).map_err(|e| Error::Input(format!("cannot open image {e}")))
+/// Opens the stack of the images `options.flatten` names (bottom first).
+fn open(options: &CreateOptions) -> Result<Stack> {
+    let paths: Vec<&Path> = options.flatten.iter().map(PathBuf::as_path).collect();
+    crate::inputs::open_stack(&paths, options, &crate::inputs::block_cache()?, "image")
 }
 
 fn image_error(e: hoard_reader::Error) -> Error {
     Error::Input(e.to_string())
 }
 
-/// Reads the stack of the images at `layers` (bottom first) into a tree.
+/// Reads the stack of the images `options.flatten` names (bottom first)
+/// into a tree, as `scan` says.
 pub fn scan_stack(
-    layers: &[PathBuf],
-    options: &ScanOptions,
-    filter: Option<&Filter>,
+    options: &CreateOptions,
+    scan: &ScanOptions,
     progress: &ScanProgress,
 ) -> Result<Scanned> {
-    let stack = open(layers)?;
-    let options = image_scan_options(options);
-    let spool = Spool::new(options.spool_dir.as_deref())?;
-    let mut builder = Builder::new(&options, filter, progress, spool);
+    let stack = open(options)?;
+    let scan = image_scan_options(scan);
+    let spool = Spool::new(scan.spool_dir.as_deref())?;
+    let mut builder = Builder::new(&scan, options.filter.as_ref(), progress, spool);
     add_stack(&mut builder, &stack, b"", &mut spool_contents)?;
     Ok(builder.finish())
 }
@@ -212,7 +207,7 @@ pub(crate) fn stored_contents(
 /// with the layers' blocks copied as they are (`options`' compression
 /// applies to the metadata only).
 pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
-    let stack = open(&options.flatten)?;
+    let stack = open(options)?;
     let layers = stack.layers();
     let image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
         .with_fsync(options.fsync)

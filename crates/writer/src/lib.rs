@@ -42,6 +42,7 @@ mod feed;
 pub mod filter;
 pub mod flatten;
 pub mod history;
+pub mod inputs;
 pub mod level;
 pub mod merge;
 pub mod metadata;

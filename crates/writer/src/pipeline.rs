@@ -83,6 +83,11 @@ pub struct CreateOptions {
     pub sign: Option<Arc<hoard_trust::SecretKey>>,
     /// Encrypt the image to these recipients (see the hoard-trust crate).
     pub encrypt: Option<Arc<hoard_trust::encrypt::Recipients>>,
+    /// Open encrypted images read (bases, layers to flatten, parts to
+    /// merge) with these (see [`crate::inputs`]).
+    pub identities: Option<Arc<hoard_trust::encrypt::Identities>>,
+    /// Write a plain image though images read are encrypted.
+    pub decrypt: bool,
     /// Bytes to put before the image (`--header`).
     pub header: Option<Vec<u8>>,
     /// Categorizers to run (`--categorize`); None runs none.
@@ -155,6 +160,8 @@ impl CreateOptions {
             recovery: None,
             sign: None,
             encrypt: None,
+            identities: None,
+            decrypt: false,
             header: None,
             categorize: (!level.categorizers.is_empty()).then(|| CategorizeOptions {
                 categorizers: level.categorizers.to_vec(),
@@ -465,15 +472,10 @@ fn scan_input(
         scan_options.exclude.push((m.dev(), m.ino()));
     }
     if let Some(parts) = &options.merge {
-        return crate::merge::scan_parts(parts, &scan_options, options.filter.as_ref(), progress);
+        return crate::merge::scan_parts(parts, options, &scan_options, progress);
     }
     if !options.flatten.is_empty() {
-        return crate::flatten::scan_stack(
-            &options.flatten,
-            &scan_options,
-            options.filter.as_ref(),
-            progress,
-        );
+        return crate::flatten::scan_stack(options, &scan_options, progress);
     }
     if let Some(url) = crate::objects::remote_archive(&options.input) {
         return crate::archive::scan_remote_archive(
@@ -540,12 +542,8 @@ fn subtract_base(options: &CreateOptions, tree: Tree, progress: &Progress) -> Re
     };
     progress.set(Phase::Comparing);
     let paths: Vec<&Path> = delta.bases.iter().map(PathBuf::as_path).collect();
-    let reading = hoard_reader::FsOptions {
-        cache_size: 64 << 20,
-        ..hoard_reader::FsOptions::default()
-    };
-    let base = hoard_reader::Stack::open(&paths, &reading)
-        .map_err(|e| Error::Input(format!("cannot open base image {e}")))?;
+    let cache = crate::inputs::block_cache()?;
+    let base = crate::inputs::open_stack(&paths, options, &cache, "base image")?;
     if let (Err((i, why)), false) = (base.check_bases(), delta.force_stack) {
         return Err(Error::Input(format!(
             "base image '{}' {why} (--force-stack uses it anyway)",

@@ -5,11 +5,14 @@
 //! place when complete.
 
 use crate::{Error, Result};
-use hoard_format::section::{HeaderLayout, SectionType};
-use hoard_reader::{Image, OpenOptions};
+use hoard_format::section::{self, HeaderLayout, SectionType, Version, V2_HEADER_SIZE};
+use hoard_reader::{Image, OpenOptions, Section};
+use hoard_trust::digest::{ImageDigest, SectionDigest};
 use hoard_trust::{SecretKey, Signature};
 use rayon::prelude::*;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::fs::File;
+use std::io::{ErrorKind, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Signs the image at `input` with `key` and writes it to `output` (which
@@ -42,7 +45,12 @@ pub fn sign_image(input: &Path, output: &Path, key: &SecretKey, force: bool) -> 
         .unwrap_or(listed.len());
     let signed = &listed[..count];
     let end = signed.last().map_or(image.offset(), |s| s.end());
-    check_sound(&image, signed)?;
+    if let Some((recovery, raw)) = image.recovery() {
+        let damage = recovery.damage(raw).map_err(|e| damaged(e.to_string()))?;
+        if !damage.is_empty() {
+            return Err(damaged("its recovery data finds damage".into()));
+        }
+    }
 
     let dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -55,21 +63,18 @@ pub fn sign_image(input: &Path, output: &Path, key: &SecretKey, force: bool) -> 
         .map_err(|e| Error::io(dir, e))?;
     let io = |e| Error::io(output, e);
     let source = std::fs::File::open(input).map_err(|e| Error::io(input, e))?;
-    let copied = std::io::copy(&mut source.take(end), tmp.as_file_mut()).map_err(io)?;
-    if copied != end {
-        return Err(Error::Input(format!(
-            "{}: changed while it was read",
-            input.display()
-        )));
-    }
-    let ranges: Vec<_> = signed.iter().map(|s| s.offset..s.end()).collect();
-    let digest =
-        hoard_trust::digest::of_file(tmp.as_file(), image.offset(), &ranges).map_err(io)?;
+    let digest = copy_and_hash(&source, tmp.as_file(), &image, signed).map_err(|e| match e {
+        Copy::Io(e) if e.kind() == ErrorKind::UnexpectedEof => {
+            Error::Input(format!("{}: changed while it was read", input.display()))
+        }
+        Copy::Io(e) => io(e),
+        Copy::Damaged(why) => damaged(why),
+    })?;
     let number = u32::try_from(count).map_err(|_| Error::Input("too many sections".into()))?;
     let section = Signature::sign(digest, key).section(number, image.version());
     let file = tmp.as_file_mut();
-    file.seek(SeekFrom::End(0))
-        .and_then(|_| file.write_all(&section))
+    file.write_all_at(&section, end)
+        .and_then(|_| file.seek(SeekFrom::End(0)))
         .map_err(io)?;
     if let Some((recovery, _)) = image.recovery() {
         let layout = hoard_recovery::Layout::plan(
@@ -96,19 +101,85 @@ fn is_appended(kind: SectionType) -> bool {
     kind == hoard_trust::SECTION_TYPE || kind == hoard_recovery::SECTION_TYPE
 }
 
-/// Refuses to sign damaged bytes: the sections to sign must pass their
-/// hashes, and an image with recovery data must have no damage at all.
-fn check_sound(image: &Image, signed: &[hoard_reader::Section]) -> Result<()> {
-    let damaged =
-        |why: String| Error::Input(format!("the image is damaged ({why}); `hoard check` it"));
-    if let Some((recovery, raw)) = image.recovery() {
-        let damage = recovery.damage(raw).map_err(|e| damaged(e.to_string()))?;
-        if !damage.is_empty() {
-            return Err(damaged("its recovery data finds damage".into()));
-        }
+/// The error for an image too damaged to sign.
+fn damaged(why: String) -> Error {
+    Error::Input(format!("the image is damaged ({why}); `hoard check` it"))
+}
+
+/// Why the signed bytes could not be copied.
+enum Copy {
+    Io(std::io::Error),
+    /// A section does not pass its own hash or header checks.
+    Damaged(String),
+}
+
+impl From<std::io::Error> for Copy {
+    fn from(e: std::io::Error) -> Self {
+        Copy::Io(e)
     }
-    signed
+}
+
+/// Copies the image's prefix and `signed` sections from `source` to the
+/// same offsets of `out`, each read once into memory, checked against
+/// its XXH3-64 hash (an image with damaged bytes is not signed), hashed
+/// for the digest and written from that one copy, the sections in
+/// parallel on all cores. Returns the digest of what was written.
+fn copy_and_hash(
+    source: &File,
+    out: &File,
+    image: &Image,
+    signed: &[Section],
+) -> std::result::Result<ImageDigest, Copy> {
+    let copy = |buf: &mut Vec<u8>, start: u64, end: u64| -> std::io::Result<[u8; 32]> {
+        let len = usize::try_from(end.saturating_sub(start))
+            .map_err(|_| std::io::Error::other("a section too large to copy"))?;
+        buf.resize(len, 0);
+        source.read_exact_at(buf, start)?;
+        let hash = hoard_trust::digest::hash(buf);
+        out.write_all_at(buf, start)?;
+        Ok(hash)
+    };
+    let prefix_hash = copy(&mut Vec::new(), 0, image.offset())?;
+    let sections = signed
         .par_iter()
-        .try_for_each(|s| image.verified_payload(s).map(drop))
-        .map_err(|e| damaged(e.to_string()))
+        .map_init(Vec::new, |buf, s| {
+            let hash = copy(buf, s.offset, s.end())?;
+            check_section(image.version(), s, buf).map_err(Copy::Damaged)?;
+            Ok(SectionDigest {
+                offset: s.offset,
+                size: s.end() - s.offset,
+                hash,
+            })
+        })
+        .collect::<std::result::Result<_, Copy>>()?;
+    Ok(ImageDigest {
+        prefix_len: image.offset(),
+        prefix_hash,
+        sections,
+    })
+}
+
+/// Checks the bytes of a section (header and payload) read for signing:
+/// its header must be the one listed, its XXH3-64 hash must match.
+fn check_section(
+    version: Version,
+    listed: &Section,
+    bytes: &[u8],
+) -> std::result::Result<(), String> {
+    if let Some(why) = &listed.damaged {
+        return Err(why.clone());
+    }
+    let (raw_header, payload) = bytes.split_at(V2_HEADER_SIZE.min(bytes.len()));
+    let header = section::parse_header(raw_header, version).map_err(|e| e.to_string())?;
+    let expected = &listed.header;
+    if header.kind != expected.kind
+        || header.number != expected.number
+        || header.length != expected.length
+    {
+        return Err(format!(
+            "the section at offset {} is not the one its index lists",
+            listed.offset
+        ));
+    }
+    section::verify_xxh3(&header, raw_header, payload).map_err(|e| e.to_string())
 }

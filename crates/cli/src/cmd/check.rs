@@ -29,8 +29,12 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         for p in &report.found.problems {
             eprintln!("{}: {p}", args.image.image.display());
         }
-        if report.found.problems.is_empty() {
-            println!("{}: no problems found", args.image.image.display());
+        let name = args.image.image.display();
+        match (&report.found.not_checked, report.found.problems.is_empty()) {
+            (Some(why), true) => println!("{name}: no problems found in its sections; {why}"),
+            (Some(why), false) => println!("{name}: {why}"),
+            (None, true) => println!("{name}: no problems found"),
+            (None, false) => {}
         }
     }
     Ok(if report.found.problems.is_empty() {

@@ -207,6 +207,9 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.sign = crate::trust::signing_key(args.sign.as_deref())?;
     o.encrypt = crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?;
     if !args.base.is_empty() {
+        o.identities =
+            crate::trust::identities(&args.identity, args.input_passphrase_file.as_deref())?;
+        o.decrypt = args.decrypt;
         o.delta = Some(hoard_writer::delta::DeltaOptions {
             bases: args.base.clone(),
             trust_mtime: args.trust_mtime,

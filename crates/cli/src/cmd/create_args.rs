@@ -205,6 +205,19 @@ pub struct CreateArgs {
     /// reads only on exactly these bases, and DwarFS does not read it.
     #[arg(long, requires = "base")]
     pub delta: bool,
+    /// Open encrypted images read (--base, or the image --recompress
+    /// rewrites) with this identity file: an age identity or an OpenSSH
+    /// private key (repeatable; also HOARD_IDENTITY, files separated by
+    /// `:`).
+    #[arg(long = "identity", value_name = "FILE")]
+    pub identity: Vec<PathBuf>,
+    /// Open images read that are encrypted with a passphrase, read from
+    /// the first line of FILE.
+    #[arg(long, value_name = "FILE")]
+    pub input_passphrase_file: Option<PathBuf>,
+    /// Write a plain image though images read are encrypted.
+    #[arg(long, conflicts_with_all = ["encrypt_to", "passphrase_file"])]
+    pub decrypt: bool,
     /// No live progress display.
     #[arg(long)]
     pub no_progress: bool,
@@ -369,9 +382,9 @@ impl CreateArgs {
             sign: self.sign.clone(),
             encrypt_to: self.encrypt_to.clone(),
             passphrase_file: self.passphrase_file.clone(),
-            decrypt: false,
-            identity: Vec::new(),
-            input_passphrase_file: None,
+            decrypt: self.decrypt,
+            identity: self.identity.clone(),
+            input_passphrase_file: self.input_passphrase_file.clone(),
             header: self.header.clone(),
             no_progress: self.no_progress,
         }

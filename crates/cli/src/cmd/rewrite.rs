@@ -12,6 +12,7 @@ use hoard_writer::level::Level;
 use hoard_writer::parse::{parse_time, split};
 use hoard_writer::rewrite::{rewrite, Rebuild, RewriteOptions};
 use hoard_writer::CreateOptions;
+use std::path::PathBuf;
 
 /// Rewrites an image (or flattens a stack of them); returns the exit
 /// code.
@@ -135,15 +136,26 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
         "metadata" | "none" => true,
         other => bail!("--recompress '{other}': expected all, block, metadata or none"),
     };
-    // Checked (and named) here: the writer reads the stack as it is.
-    super::open_stack(
-        &args.inputs,
-        &Default::default(),
-        args.force_stack,
-        &Default::default(),
-    )?;
     let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
     o.flatten = args.inputs.clone();
+    o.encrypt = crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?;
+    o.identities = crate::trust::identities(&args.identity, args.input_passphrase_file.as_deref())?;
+    o.decrypt = args.decrypt;
+    // Checked (and named) here: the writer reads the stack as it is.
+    let paths: Vec<&std::path::Path> = args.inputs.iter().map(PathBuf::as_path).collect();
+    let stack = hoard_writer::inputs::open_stack(
+        &paths,
+        &o,
+        &hoard_writer::inputs::block_cache()?,
+        "image",
+    )?;
+    if let (Err((i, why)), false) = (stack.check_bases(), args.force_stack) {
+        bail!(
+            "cannot stack '{}': it {why} (--force-stack stacks it anyway)",
+            args.inputs[i].display()
+        );
+    }
+    drop(stack);
     // The layers' contents are read from their images, where the
     // categorizers, which read files, have nothing to look at.
     o.categorize = None;
@@ -170,7 +182,6 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     o.section_index = !args.no_section_index;
     o.recovery = args.recovery;
     o.sign = crate::trust::signing_key(args.sign.as_deref())?;
-    o.encrypt = crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?;
     let now = history::now().map_err(anyhow::Error::msg)?;
     if !args.no_history {
         o.history = Some(history::this_run(

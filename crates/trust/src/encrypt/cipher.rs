@@ -92,10 +92,11 @@ impl SectionCipher {
         payload.extend_from_slice(&tag);
     }
 
-    /// Opens the sealed `payload` of the section at `place`: the plain
-    /// payload, or an error when the tag does not match (a changed byte,
-    /// a moved section or another image's key).
-    pub fn open(&self, place: SectionPlace, sealed: &[u8]) -> Result<Vec<u8>> {
+    /// Opens the sealed `payload` of the section at `place`, in place:
+    /// the plain payload (the buffer, the tag cut off), or an error when
+    /// the tag does not match (a changed byte, a moved section or another
+    /// image's key).
+    pub fn open(&self, place: SectionPlace, mut sealed: Vec<u8>) -> Result<Vec<u8>> {
         let bad = || {
             Error::Untrusted(format!(
                 "{} section {} does not decrypt (damaged or changed)",
@@ -104,17 +105,17 @@ impl SectionCipher {
             ))
         };
         let split = sealed.len().checked_sub(TAG_SIZE).ok_or_else(bad)?;
-        let (ciphertext, tag) = sealed.split_at(split);
-        let mut plain = ciphertext.to_vec();
+        let tag: [u8; TAG_SIZE] = sealed[split..].try_into().expect("TAG_SIZE bytes");
+        sealed.truncate(split);
         self.aead
             .decrypt_in_place_detached(
                 &place.nonce(),
                 &place.associated_data(),
-                &mut plain,
-                Tag::from_slice(tag),
+                &mut sealed,
+                Tag::from_slice(&tag),
             )
             .map_err(|_| bad())?;
-        Ok(plain)
+        Ok(sealed)
     }
 }
 
@@ -138,7 +139,7 @@ mod tests {
         assert_eq!(payload.len(), 21 + TAG_SIZE);
         assert_ne!(&payload[..21], b"some compressed bytes");
         assert_eq!(
-            cipher.open(place(3), &payload).unwrap(),
+            cipher.open(place(3), payload.clone()).unwrap(),
             b"some compressed bytes"
         );
     }
@@ -148,26 +149,26 @@ mod tests {
         let cipher = SectionCipher::generate().unwrap();
         let mut payload = vec![0u8; 100];
         cipher.seal(place(3), &mut payload);
-        assert!(cipher.open(place(4), &payload).is_err());
+        assert!(cipher.open(place(4), payload.clone()).is_err());
         let other_kind = SectionPlace {
             kind: SectionType::METADATA_V2,
             ..place(3)
         };
-        assert!(cipher.open(other_kind, &payload).is_err());
+        assert!(cipher.open(other_kind, payload.clone()).is_err());
         let other_codec = SectionPlace {
             compression: Compression::NONE,
             ..place(3)
         };
-        assert!(cipher.open(other_codec, &payload).is_err());
+        assert!(cipher.open(other_codec, payload.clone()).is_err());
         assert!(SectionCipher::generate()
             .unwrap()
-            .open(place(3), &payload)
+            .open(place(3), payload.clone())
             .is_err());
         for i in 0..payload.len() {
             let mut bad = payload.clone();
             bad[i] ^= 0x40;
-            assert!(cipher.open(place(3), &bad).is_err(), "byte {i}");
+            assert!(cipher.open(place(3), bad).is_err(), "byte {i}");
         }
-        assert!(cipher.open(place(3), &payload[..15]).is_err());
+        assert!(cipher.open(place(3), payload[..15].to_vec()).is_err());
     }
 }

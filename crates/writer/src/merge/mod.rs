@@ -28,7 +28,7 @@ use crate::pipeline::{CreateOptions, Summary};
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
 use crate::tree::{Attrs, Time};
 use crate::{Error, Result};
-use hoard_reader::{Filesystem, FsOptions, Located, Stack, View};
+use hoard_reader::{Filesystem, Located, Stack, View};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -104,19 +104,12 @@ impl Parts {
 
 /// Opens each image of `parts` as a stack of one, all sharing one block
 /// cache.
-fn open(parts: &Parts) -> Result<Vec<Stack>> {
-    let options = FsOptions {
-        cache_size: 64 << 20,
-        ..FsOptions::default()
-    };
-    let cache = Filesystem::check_options(&options).map_err(|e| Error::Input(e.to_string()))?;
+fn open(parts: &Parts, options: &CreateOptions) -> Result<Vec<Stack>> {
+    let cache = crate::inputs::block_cache()?;
     parts
         .images
         .iter()
-        .map(|p| {
-            Stack::open_in(&[p.as_path()], &options.open, &cache)
-                .map_err(|e| Error::Input(format!("cannot open image {e}")))
-        })
+        .map(|p| crate::inputs::open_stack(&[p.as_path()], options, &cache, "image"))
         .collect()
 }
 
@@ -206,7 +199,7 @@ pub fn merge_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
         .as_ref()
         .ok_or_else(|| Error::Input("no images to merge".into()))?;
     parts.check()?;
-    let stacks = open(parts)?;
+    let stacks = open(parts, options)?;
     let layers = layers(&stacks);
     check_block_sizes(parts, &layers)?;
     let image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
@@ -230,20 +223,20 @@ pub fn merge_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
 }
 
 /// Stage 1 of a merge that recompresses: the merged tree of `parts`,
-/// each file's contents spooled (in `options.spool_dir`).
+/// each file's contents spooled (in `scan.spool_dir`).
 pub fn scan_parts(
     parts: &Parts,
-    options: &ScanOptions,
-    filter: Option<&Filter>,
+    options: &CreateOptions,
+    scan: &ScanOptions,
     progress: &ScanProgress,
 ) -> Result<Scanned> {
     parts.check()?;
-    let stacks = open(parts)?;
+    let stacks = open(parts, options)?;
     merged_tree(
         parts,
         &stacks,
-        options,
-        filter,
+        scan,
+        options.filter.as_ref(),
         progress,
         &mut spool_contents,
     )
