@@ -8,9 +8,10 @@
 use crate::s3::{client, one_line};
 use crate::Options;
 use futures::TryStreamExt;
+use object_store::aws::AmazonS3;
 use object_store::path::Path as ObjectPath;
-use object_store::{Attribute, GetOptions, GetRange, MultipartUpload, ObjectStore, PutPayload};
-use std::io::Read;
+use object_store::{Attribute, GetOptions, GetRange, ObjectStore};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The most bytes of one object in memory at once.
@@ -31,10 +32,10 @@ pub struct Object {
 
 /// A bucket whose objects are listed and fetched.
 pub struct Bucket {
-    name: String,
-    store: Box<dyn ObjectStore>,
-    runtime: tokio::runtime::Runtime,
-    timeout: Duration,
+    pub(crate) name: String,
+    pub(crate) store: Arc<AmazonS3>,
+    pub(crate) runtime: tokio::runtime::Runtime,
+    pub(crate) timeout: Duration,
 }
 
 impl Bucket {
@@ -44,14 +45,14 @@ impl Bucket {
         let (store, runtime) = client(name, options.timeout, options.retries as usize)?;
         Ok(Bucket {
             name: name.to_string(),
-            store,
+            store: Arc::new(store),
             runtime,
             timeout: options.timeout,
         })
     }
 
     /// `s3://bucket/key`, for messages.
-    fn url(&self, key: &str) -> String {
+    pub(crate) fn url(&self, key: &str) -> String {
         format!("s3://{}/{key}", self.name)
     }
 
@@ -147,31 +148,6 @@ impl Bucket {
         }
     }
 
-    /// Stores what `data` reads as the object `key`, in a multipart
-    /// upload of parts of [`PIECE`] bytes (one in memory at a time): the
-    /// object appears only when every part is stored, and on any failure
-    /// the upload is aborted, leaving no object and no parts behind.
-    pub fn upload(&self, key: &str, data: &mut dyn Read) -> Result<(), String> {
-        let url = self.url(key);
-        let path = ObjectPath::from(key);
-        self.runtime.block_on(async {
-            let mut upload = self
-                .store
-                .put_multipart(&path)
-                .await
-                .map_err(|e| format!("{url}: cannot start the upload: {}", one_line(&e)))?;
-            let sent = match send_parts(upload.as_mut(), data).await {
-                Ok(()) => upload.complete().await.map(drop).map_err(|e| one_line(&e)),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = sent {
-                let _ = upload.abort().await;
-                return Err(format!("{url}: upload aborted: {e}"));
-            }
-            Ok(())
-        })
-    }
-
     /// The message for a failed fetch of `key`.
     fn failed(&self, key: &str, e: &object_store::Error) -> String {
         use object_store::Error as E;
@@ -180,29 +156,6 @@ impl Bucket {
             E::Precondition { .. } => format!("{url}: changed during the build (its ETag)"),
             E::NotFound { .. } => format!("{url}: vanished during the build"),
             _ => format!("{url}: {}", one_line(e)),
-        }
-    }
-}
-
-/// Sends what `data` reads as the parts of `upload`, in order.
-async fn send_parts(upload: &mut dyn MultipartUpload, data: &mut dyn Read) -> Result<(), String> {
-    let mut first = true;
-    loop {
-        let mut part = Vec::with_capacity(PIECE as usize);
-        data.take(PIECE)
-            .read_to_end(&mut part)
-            .map_err(|e| e.to_string())?;
-        if part.is_empty() && !first {
-            return Ok(());
-        }
-        let last = (part.len() as u64) < PIECE;
-        upload
-            .put_part(PutPayload::from(part))
-            .await
-            .map_err(|e| one_line(&e))?;
-        first = false;
-        if last {
-            return Ok(());
         }
     }
 }

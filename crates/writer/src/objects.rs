@@ -18,6 +18,7 @@ use crate::tree::{Attrs, Time};
 use crate::{Error, Result};
 use hoard_format::object_attrs::ObjectAttrs;
 use hoard_remote::objects::{Bucket, Object};
+use hoard_remote::upload::Upload;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -89,18 +90,16 @@ fn refuse_existing_in(store: &Bucket, bucket: &str, key: &str) -> Result<()> {
     Ok(())
 }
 
-/// Uploads the image file `local` to `s3://bucket/key` (refused if that
-/// object exists, unless `force`: asked again, as it may have appeared
-/// during the build): a multipart upload completed only when every byte
-/// is stored, aborted otherwise.
-pub fn upload_image(local: &Path, bucket_name: &str, key: &str, force: bool) -> Result<()> {
+/// Starts uploading `s3://bucket/key` (refused if that object exists,
+/// unless `force`; asked again when it completes, as it may appear
+/// during the build).
+pub fn start_upload(bucket_name: &str, key: &str, force: bool) -> Result<Upload> {
     let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
     let bucket = Bucket::new(bucket_name, &remote).map_err(Error::Input)?;
     if !force {
         refuse_existing_in(&bucket, bucket_name, key)?;
     }
-    let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
-    bucket.upload(key, &mut file).map_err(Error::Input)
+    Upload::start(bucket, key).map_err(Error::Input)
 }
 
 /// What a fetched object left: its spooled contents and user metadata
