@@ -1334,3 +1334,105 @@ fn a_failed_or_interrupted_upload_leaves_no_object_and_no_parts() {
     assert_eq!(std::fs::read(&fetched).unwrap(), b"small\n");
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
 }
+
+/// A real `create -i s3://…/` build whose objects change (a new ETag,
+/// same size) or vanish (an empty one too, which is not taken for a
+/// directory marker) between the listing and their fetch (the test hook
+/// HOARD_TEST_AFTER_LISTING holds the build there): one line naming the
+/// object, exit 1, and no image, locally or in S3 (no pending upload).
+/// The directory marker `p/empty/` packs as a directory.
+#[test]
+fn objects_changed_or_gone_during_a_build_fail_it_with_one_line() {
+    if !python_ok() {
+        return;
+    }
+    let Some(moto) = Moto::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for name in ["kept", "changed", "gone"] {
+        std::fs::write(tree.join(name), b"first version\n").unwrap();
+    }
+    std::fs::write(tree.join("void"), b"").unwrap();
+    let other = dir.path().join("other");
+    std::fs::write(&other, b"other version\n").unwrap();
+    moto.put("images", "placeholder", &other);
+    let fifo = dir.path().join("listed");
+    common::sh(dir.path(), "mkfifo listed");
+    let local = dir.path().join("out.dwarfs");
+    for (key, change) in [
+        ("changed", "changed during the build (its ETag)"),
+        ("gone", "vanished during the build"),
+        ("void", "vanished during the build"),
+    ] {
+        for output in [local.to_str().unwrap(), "s3://images/out.dwarfs"] {
+            upload_tree(&moto, &tree, "data", "p");
+            let child = hoard()
+                .env("HOARD_REMOTE", REMOTE)
+                .env("AWS_ENDPOINT_URL", moto.endpoint())
+                .env("HOARD_TEST_AFTER_LISTING", &fifo)
+                .envs(S3_ENV)
+                .args([
+                    "create",
+                    "-i",
+                    "s3://data/p/",
+                    "-o",
+                    output,
+                    "--no-progress",
+                ])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Opened once the build, having listed, waits to read it.
+            let started = Instant::now();
+            let held = loop {
+                use std::os::unix::fs::OpenOptionsExt;
+                match std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&fifo)
+                {
+                    Ok(f) => break f,
+                    Err(_) => {
+                        assert!(started.elapsed().as_secs() < 120, "no listing");
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                }
+            };
+            if key == "changed" {
+                moto.put("data", "p/changed", &other);
+            } else {
+                moto.delete("data", &format!("p/{key}"));
+            }
+            drop(held);
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(
+                err.contains(&format!("s3://data/p/{key}: {change}")),
+                "{err}"
+            );
+            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+            assert!(!local.exists());
+            assert_eq!(moto.contents("images"), "placeholder\nno uploads pending\n");
+        }
+    }
+    upload_tree(&moto, &tree, "data", "p");
+    let out = s3_hoard(
+        &moto,
+        &[
+            "create",
+            "-i",
+            "s3://data/p/",
+            "-o",
+            local.to_str().unwrap(),
+        ],
+    );
+    ok(&out);
+    let listing = ok(&hoard()
+        .args(["ls", "-l", local.to_str().unwrap()])
+        .output()
+        .unwrap());
+    let empty = listing.lines().find(|l| l.ends_with(" empty")).unwrap();
+    assert!(empty.starts_with('d'), "{listing}");
+}

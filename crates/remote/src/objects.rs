@@ -90,7 +90,8 @@ impl Bucket {
     /// most [`PIECE`] bytes; returns its user metadata (`x-amz-meta-NAME`
     /// as (NAME, value)), or None for a directory marker: object_store
     /// lists a key ending in `/` without it, and cannot ask for it, so an
-    /// empty object that cannot be found is taken for one.
+    /// empty object that cannot be found is one if the marker is still
+    /// listed (else it vanished: an error).
     pub fn fetch(
         &self,
         object: &Object,
@@ -120,7 +121,11 @@ impl Bucket {
                 .map_err(|_| format!("{}: the request timed out", self.url(&object.key)))?
             {
                 Ok(got) => got,
-                Err(object_store::Error::NotFound { .. }) if object.size == 0 => return Ok(None),
+                Err(object_store::Error::NotFound { .. })
+                    if object.size == 0 && self.is_marker(&object.key) =>
+                {
+                    return Ok(None)
+                }
                 Err(e) => return Err(self.failed(&object.key, &e)),
             };
             if bytes.len() as u64 != end - offset {
@@ -146,6 +151,18 @@ impl Bucket {
                 return Ok(Some(metadata));
             }
         }
+    }
+
+    /// Whether the directory marker `key/` is stored: object_store lists
+    /// it as `key` and cannot name it, so the first key listed below
+    /// `key/` is asked for (one request, one page whatever lies below).
+    fn is_marker(&self, key: &str) -> bool {
+        let prefix = ObjectPath::from(key);
+        let first = self.runtime.block_on(async {
+            let mut listing = self.store.list(Some(&prefix));
+            tokio::time::timeout(self.timeout * 4, listing.try_next()).await
+        });
+        matches!(first, Ok(Ok(Some(m))) if m.location == prefix && m.size == 0)
     }
 
     /// The message for a failed fetch of `key`.

@@ -134,6 +134,12 @@ pub fn list_objects(url: &Path) -> Result<Vec<(String, u64)>> {
         .collect())
 }
 
+/// A test hook: a file (a FIFO) read to its end between the listing
+/// and the first fetch, where this variable names one, so that a test
+/// changes objects there, as during a build, without depending on
+/// timing (crates/cli/tests/remote.rs).
+const AFTER_LISTING: &str = "HOARD_TEST_AFTER_LISTING";
+
 /// Reads the objects under `url` into a tree (only those of
 /// `options.only`, when given: only those are fetched).
 pub fn scan_objects(
@@ -156,6 +162,9 @@ pub fn scan_objects(
         objects.retain(|_| *flags.next().unwrap_or(&false));
         let mut flags = keep.iter();
         below.retain(|_| *flags.next().unwrap_or(&false));
+    }
+    if let Some(fifo) = std::env::var_os(AFTER_LISTING) {
+        let _ = std::fs::read(fifo);
     }
     let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
     let spool = Spool::new(options.spool_dir.as_deref())?;
