@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 /// Client options for the tests: fast timeouts, few retries.
 const REMOTE: &str = "remote_timeout=2,remote_retries=3,remote_backoff=20ms";
+/// Client options for uploads: parts of 8 MiB to a loaded moto need
+/// more time than a range read.
+const UPLOAD_REMOTE: &str = "remote_timeout=30,remote_retries=3,remote_backoff=20ms";
 /// Block size of the test image (-S 16).
 const BLOCK: u64 = 64 << 10;
 
@@ -928,10 +931,10 @@ fn upload_tree(moto: &Moto, root: &Path, bucket: &str, prefix: &str) {
     ok(&out);
 }
 
-/// `s3_hoard` with `TMPDIR` set to `tmp`.
+/// `s3_hoard` with `TMPDIR` set to `tmp`, for uploads.
 fn s3_hoard_in(moto: &Moto, tmp: &Path, args: &[&str]) -> Output {
     hoard()
-        .env("HOARD_REMOTE", REMOTE)
+        .env("HOARD_REMOTE", UPLOAD_REMOTE)
         .env("AWS_ENDPOINT_URL", moto.endpoint())
         .env("TMPDIR", tmp)
         .envs(S3_ENV)
@@ -1287,7 +1290,7 @@ fn a_failed_or_interrupted_upload_leaves_no_object_and_no_parts() {
     std::fs::create_dir(&tmp).unwrap();
     let start = |key: &str| {
         hoard()
-            .env("HOARD_REMOTE", REMOTE)
+            .env("HOARD_REMOTE", UPLOAD_REMOTE)
             .env("AWS_ENDPOINT_URL", moto.endpoint())
             .env("TMPDIR", &tmp)
             .envs(S3_ENV)

@@ -150,11 +150,12 @@ impl Upload {
     }
 
     /// Sends the part filled so far, waiting for earlier ones while
-    /// [`SENDING`] are on their way.
+    /// [`SENDING`] are on their way (errors without the URL, which the
+    /// writer's messages give).
     fn send_part(&mut self) -> Result<(), String> {
         let index = self.part_number();
         if index >= MAX_PARTS {
-            return Err(format!("{}: too large for one upload", self.url()));
+            return Err("too large for one upload".into());
         }
         let next = PART * (1 + (index + 1) / 1000);
         let part = std::mem::replace(&mut self.part, Vec::with_capacity(next));
@@ -183,12 +184,8 @@ impl Upload {
                 self.sent.push(part);
                 Ok(())
             }
-            Ok(Err(e)) => Err(format!(
-                "{}: cannot store part {number}: {}",
-                self.url(),
-                one_line(&e)
-            )),
-            Err(e) => Err(format!("{}: part {number} failed: {e}", self.url())),
+            Ok(Err(e)) => Err(format!("cannot store part {number}: {}", one_line(&e))),
+            Err(e) => Err(format!("part {number} failed: {e}")),
         }
     }
 
@@ -196,17 +193,15 @@ impl Upload {
     /// appear; returns its size. Refused, and aborted, when the object
     /// exists by then and not `overwrite`.
     pub fn complete(mut self, overwrite: bool) -> Result<u64, String> {
+        let url = self.url();
         if !self.part.is_empty() || self.part_number() == 0 {
-            self.send_part()?;
+            self.send_part().map_err(|e| format!("{url}: {e}"))?;
         }
         while !self.sending.is_empty() {
-            self.wait_for_oldest()?;
+            self.wait_for_oldest().map_err(|e| format!("{url}: {e}"))?;
         }
         if !overwrite && self.bucket.exists(&self.key) {
-            return Err(format!(
-                "{}: already exists (use -f to overwrite)",
-                self.url()
-            ));
+            return Err(format!("{url}: already exists (use -f to overwrite)"));
         }
         let parts = std::mem::take(&mut self.sent);
         // Completed while listed, so that a signal waits for it to end.
@@ -224,8 +219,8 @@ impl Upload {
                 self.ended = true;
                 Ok(self.size)
             }
-            Ok(Err(e)) => Err(format!("{}: cannot complete: {}", self.url(), one_line(&e))),
-            Err(_) => Err(format!("{}: cannot complete: timed out", self.url())),
+            Ok(Err(e)) => Err(format!("{url}: cannot complete: {}", one_line(&e))),
+            Err(_) => Err(format!("{url}: cannot complete: timed out")),
         }
     }
 }

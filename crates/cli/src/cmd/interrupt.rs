@@ -1,8 +1,9 @@
 //! SIGINT and SIGTERM during a build: the partial image is removed (its
-//! upload aborted, for one going to S3) and hoard exits at once (128 + the signal's number), whatever the build is
-//! doing. Waiting for it to notice a flag could take minutes: one large
-//! block at a high level compresses that long, and a codec cannot be
-//! stopped in the middle of a block.
+//! upload aborted, for one going to S3) and hoard exits at once (128 +
+//! the signal's number), whatever the build is doing. Waiting for it to
+//! notice a flag could take minutes: one large block at a high level
+//! compresses that long, and a codec cannot be stopped in the middle of
+//! a block.
 
 use anyhow::{Context, Result};
 use signal_hook::consts::{SIGINT, SIGTERM};
