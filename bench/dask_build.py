@@ -7,6 +7,11 @@ and the merge's), merge time and image sizes against the single build.
 
     python3 bench/dask_build.py --hoard target/release/hoard \\
         --tree ~/.cache/hoard-bench/corpora/versions-quick --shards 8
+    python3 bench/dask_build.py --hoard target/release/hoard --files 2000000
+
+(`--files N`: a generated tree of N tiny files, 1,000 a directory, every
+other directory the same contents, as test_distributed.py's, removed
+after.)
 
 Needs the `hoard` Python package and dask[distributed]."""
 
@@ -32,6 +37,17 @@ def run(cmd):
     return time.monotonic() - start, usage.ru_maxrss / 1024
 
 
+def tiny_files(root, count, per_dir=1000):
+    """`count` files of 2 to 8 bytes below `root`, `per_dir` a directory;
+    odd directories hold the same contents."""
+    for d in range((count + per_dir - 1) // per_dir):
+        sub = os.path.join(root, f"d{d:05}")
+        os.makedirs(sub)
+        for i in range(min(per_dir, count - d * per_dir)):
+            with open(os.path.join(sub, f"f{i:04}"), "wb") as f:
+                f.write(b"%d\n" % (i if d % 2 else d * per_dir + i))
+
+
 def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -39,12 +55,20 @@ def peak_rss_mib():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hoard", required=True, help="the hoard binary")
-    ap.add_argument("--tree", required=True)
+    ap.add_argument("--tree", help="the tree to build")
+    ap.add_argument("--files", type=int, help="or a generated tree of this many tiny files")
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--level", type=int, default=7)
     a = ap.parse_args()
+    if (a.tree is None) == (a.files is None):
+        ap.error("give --tree or --files")
     work = tempfile.mkdtemp(prefix="hoard-dist-bench-")
     try:
+        if a.files is not None:
+            a.tree = os.path.join(work, "tree")
+            start = time.monotonic()
+            tiny_files(a.tree, a.files)
+            print(f"made {a.files} files in {time.monotonic() - start:.0f} s")
         single = os.path.join(work, "single.dwarfs")
         t_single, m_single = run([a.hoard, "create", "-i", a.tree, "-o", single,
                                   "-l", str(a.level), "--no-progress"])

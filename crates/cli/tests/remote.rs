@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 /// Client options for the tests: fast timeouts, few retries.
 const REMOTE: &str = "remote_timeout=2,remote_retries=3,remote_backoff=20ms";
+/// Client options for uploads: parts of 8 MiB to a loaded moto need
+/// more time than a range read.
+const UPLOAD_REMOTE: &str = "remote_timeout=30,remote_retries=3,remote_backoff=20ms";
 /// Block size of the test image (-S 16).
 const BLOCK: u64 = 64 << 10;
 
@@ -784,6 +787,33 @@ impl Moto {
     }
 }
 
+impl Moto {
+    /// Fetches s3://bucket/key into `file`.
+    fn get(&self, bucket: &str, key: &str, file: &Path) {
+        let code = format!(
+            "import boto3,sys\n\
+             boto3.client('s3',endpoint_url='{}').download_file('{bucket}','{key}',sys.argv[1])\n",
+            self.endpoint()
+        );
+        let out = Command::new("python3")
+            .args(["-c", &code])
+            .arg(file)
+            .envs(S3_ENV)
+            .output()
+            .unwrap();
+        ok(&out);
+    }
+
+    /// Waits (2 minutes at most) until `bucket` has an upload pending.
+    fn wait_for_upload(&self, bucket: &str) {
+        let started = Instant::now();
+        while self.contents(bucket).contains("no uploads pending") {
+            assert!(started.elapsed().as_secs() < 120, "no upload started");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 #[test]
 fn s3_commands_and_mount_equal_local_results() {
     if !python_ok() {
@@ -899,6 +929,18 @@ fn upload_tree(moto: &Moto, root: &Path, bucket: &str, prefix: &str) {
         .output()
         .unwrap();
     ok(&out);
+}
+
+/// `s3_hoard` with `TMPDIR` set to `tmp`, for uploads.
+fn s3_hoard_in(moto: &Moto, tmp: &Path, args: &[&str]) -> Output {
+    hoard()
+        .env("HOARD_REMOTE", UPLOAD_REMOTE)
+        .env("AWS_ENDPOINT_URL", moto.endpoint())
+        .env("TMPDIR", tmp)
+        .envs(S3_ENV)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// `hoard` with the moto server's endpoint and test credentials.
@@ -1143,4 +1185,264 @@ fn an_encrypted_image_over_http_fetches_only_the_blocks_read() {
     assert!(bytes < size / 4, "{bytes} of {size} bytes fetched for info");
     let out = remote_hoard(&["cat", &url, "sub/deeper/small"]);
     assert_eq!(out.status.code(), Some(1), "cat without the identity");
+}
+
+/// A tree of 20 MiB that does not compress (an image of three 8 MiB
+/// parts), and the signing key `key` beside it.
+fn upload_fixture() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    for i in 0..5u64 {
+        std::fs::write(tree.join(format!("f{i}")), noise(4 << 20, i + 40)).unwrap();
+    }
+    std::fs::write(tree.join("sub/small"), b"small\n").unwrap();
+    let key = dir.path().join("key");
+    ok(&hoard()
+        .args(["keygen", "-o", key.to_str().unwrap(), "-C", "tests"])
+        .output()
+        .unwrap());
+    (dir, tree)
+}
+
+/// `create -o s3://…` and `merge -o s3://…` send the image as it is
+/// written: the object is byte for byte the image built locally (signed
+/// too: its digest is hashed as the sections go out), and not a byte is
+/// written locally (TMPDIR names no directory, a merge's is left empty).
+/// Only recovery data, planned for the whole file, needs a temporary
+/// file (in TMPDIR, removed after the upload).
+#[test]
+fn images_stream_to_s3_byte_for_byte_without_a_local_copy() {
+    if !python_ok() {
+        return;
+    }
+    let Some(moto) = Moto::start() else { return };
+    let (dir, tree) = upload_fixture();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    moto.put("images", "placeholder", &tree.join("sub/small"));
+    let reproducible = ["--no-progress", "--no-history", "--no-create-timestamp"];
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let nowhere = dir.path().join("no-such-dir");
+    for (name, extra, tmpdir) in [
+        ("plain", vec![], &nowhere),
+        ("signed", vec!["--sign", &path("key.key")], &nowhere),
+        ("recovered", vec!["--recovery", "5"], &tmp),
+    ] {
+        let local = path(&format!("{name}.dwarfs"));
+        let url = format!("s3://images/{name}.dwarfs");
+        for output in [local.as_str(), url.as_str()] {
+            let out = s3_hoard_in(
+                &moto,
+                tmpdir,
+                &[
+                    &["create", "-i", tree.to_str().unwrap(), "-o", output][..],
+                    &reproducible,
+                    &extra,
+                ]
+                .concat(),
+            );
+            ok(&out);
+        }
+        let fetched = dir.path().join(format!("{name}.fetched"));
+        moto.get("images", &format!("{name}.dwarfs"), &fetched);
+        assert!(
+            std::fs::read(&fetched).unwrap() == std::fs::read(&local).unwrap(),
+            "{name}"
+        );
+    }
+    let merge = |output: &str| {
+        let parts = [path("plain.dwarfs"), path("signed.dwarfs")];
+        let args = [
+            "merge",
+            &parts[0],
+            &parts[1],
+            "--as",
+            "a",
+            "--as",
+            "b",
+            "--no-history",
+            "-o",
+            output,
+        ];
+        ok(&s3_hoard_in(&moto, &tmp, &args));
+    };
+    merge(&path("merged.dwarfs"));
+    merge("s3://images/merged.dwarfs");
+    let fetched = dir.path().join("merged.fetched");
+    moto.get("images", "merged.dwarfs", &fetched);
+    assert!(std::fs::read(&fetched).unwrap() == std::fs::read(path("merged.dwarfs")).unwrap());
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+    assert_eq!(
+        moto.contents("images"),
+        "merged.dwarfs placeholder plain.dwarfs recovered.dwarfs signed.dwarfs\nno uploads pending\n"
+    );
+}
+
+/// A build to S3 that fails once parts are stored (the object appeared
+/// meanwhile: it is not overwritten), or that SIGINT or SIGTERM stops
+/// (here while it waits for its archive on standard input): one line,
+/// and the upload aborted, leaving no object, no part and no local file.
+#[test]
+fn a_failed_or_interrupted_upload_leaves_no_object_and_no_parts() {
+    if !python_ok() {
+        return;
+    }
+    let Some(moto) = Moto::start() else { return };
+    let (dir, tree) = upload_fixture();
+    common::sh(dir.path(), "tar -cf tree.tar -C tree .");
+    let small = tree.join("sub/small");
+    moto.put("images", "placeholder", &small);
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let start = |key: &str| {
+        hoard()
+            .env("HOARD_REMOTE", UPLOAD_REMOTE)
+            .env("AWS_ENDPOINT_URL", moto.endpoint())
+            .env("TMPDIR", &tmp)
+            .envs(S3_ENV)
+            .args([
+                "create",
+                "-i",
+                "-",
+                "-o",
+                &format!("s3://images/{key}"),
+                "--no-progress",
+            ])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let mut child = start("cut.dwarfs");
+        moto.wait_for_upload("images");
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(128 + signal));
+        assert_eq!(moto.contents("images"), "placeholder\nno uploads pending\n");
+    }
+    let mut child = start("late.dwarfs");
+    moto.wait_for_upload("images");
+    moto.put("images", "late.dwarfs", &small);
+    let archive = std::fs::read(dir.path().join("tree.tar")).unwrap();
+    child.stdin.take().unwrap().write_all(&archive).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("s3://images/late.dwarfs: already exists"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert_eq!(
+        moto.contents("images"),
+        "late.dwarfs placeholder\nno uploads pending\n"
+    );
+    let fetched = dir.path().join("late.fetched");
+    moto.get("images", "late.dwarfs", &fetched);
+    assert_eq!(std::fs::read(&fetched).unwrap(), b"small\n");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+}
+
+/// A real `create -i s3://…/` build whose objects change (a new ETag,
+/// same size) or vanish (an empty one too, which is not taken for a
+/// directory marker) between the listing and their fetch (the test hook
+/// HOARD_TEST_AFTER_LISTING holds the build there): one line naming the
+/// object, exit 1, and no image, locally or in S3 (no pending upload).
+/// The directory marker `p/empty/` packs as a directory.
+#[test]
+fn objects_changed_or_gone_during_a_build_fail_it_with_one_line() {
+    if !python_ok() {
+        return;
+    }
+    let Some(moto) = Moto::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for name in ["kept", "changed", "gone"] {
+        std::fs::write(tree.join(name), b"first version\n").unwrap();
+    }
+    std::fs::write(tree.join("void"), b"").unwrap();
+    let other = dir.path().join("other");
+    std::fs::write(&other, b"other version\n").unwrap();
+    moto.put("images", "placeholder", &other);
+    let fifo = dir.path().join("listed");
+    common::sh(dir.path(), "mkfifo listed");
+    let local = dir.path().join("out.dwarfs");
+    for (key, change) in [
+        ("changed", "changed during the build (its ETag)"),
+        ("gone", "vanished during the build"),
+        ("void", "vanished during the build"),
+    ] {
+        for output in [local.to_str().unwrap(), "s3://images/out.dwarfs"] {
+            upload_tree(&moto, &tree, "data", "p");
+            let child = hoard()
+                .env("HOARD_REMOTE", REMOTE)
+                .env("AWS_ENDPOINT_URL", moto.endpoint())
+                .env("HOARD_TEST_AFTER_LISTING", &fifo)
+                .envs(S3_ENV)
+                .args([
+                    "create",
+                    "-i",
+                    "s3://data/p/",
+                    "-o",
+                    output,
+                    "--no-progress",
+                ])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Opened once the build, having listed, waits to read it.
+            let started = Instant::now();
+            let held = loop {
+                use std::os::unix::fs::OpenOptionsExt;
+                match std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&fifo)
+                {
+                    Ok(f) => break f,
+                    Err(_) => {
+                        assert!(started.elapsed().as_secs() < 120, "no listing");
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                }
+            };
+            if key == "changed" {
+                moto.put("data", "p/changed", &other);
+            } else {
+                moto.delete("data", &format!("p/{key}"));
+            }
+            drop(held);
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(
+                err.contains(&format!("s3://data/p/{key}: {change}")),
+                "{err}"
+            );
+            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+            assert!(!local.exists());
+            assert_eq!(moto.contents("images"), "placeholder\nno uploads pending\n");
+        }
+    }
+    upload_tree(&moto, &tree, "data", "p");
+    let out = s3_hoard(
+        &moto,
+        &[
+            "create",
+            "-i",
+            "s3://data/p/",
+            "-o",
+            local.to_str().unwrap(),
+        ],
+    );
+    ok(&out);
+    let listing = ok(&hoard()
+        .args(["ls", "-l", local.to_str().unwrap()])
+        .output()
+        .unwrap());
+    let empty = listing.lines().find(|l| l.ends_with(" empty")).unwrap();
+    assert!(empty.starts_with('d'), "{listing}");
 }

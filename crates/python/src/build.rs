@@ -551,3 +551,12 @@ fn signing_key(opts: &Options<'_>) -> PyResult<Option<Arc<hoard_trust::SecretKey
         })
         .transpose()
 }
+
+/// The path below the prefix and the size of each object under `url`
+/// (`s3://bucket/prefix/`), in key order: what `hoard.distributed`
+/// plans the shards of a build from.
+#[pyfunction]
+pub fn list_objects(py: Python<'_>, url: PathBuf) -> PyResult<Vec<(String, u64)>> {
+    py.detach(|| hoard_writer::objects::list_objects(&url))
+        .map_err(image_error)
+}

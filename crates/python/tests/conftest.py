@@ -67,3 +67,55 @@ def dwarfs_tool(name):
     """The path of DwarFS 0.15.3's tool ``name`` in ../shared, or None."""
     path = ROOT.parent / "shared" / "anchors" / "dwarfs-0.15.3" / "bin" / name
     return str(path) if os.access(path, os.X_OK) else None
+
+
+@pytest.fixture
+def moto_env():
+    """A moto S3 server on 127.0.0.1 (stopped after the test), and the
+    environment that points hoard's S3 client at it with test
+    credentials; the test is skipped when moto is not installed."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    try:
+        import boto3  # noqa: F401
+        import moto.server  # noqa: F401
+    except ImportError:
+        skipped("moto_env", "moto missing (scripts/install-deps.sh installs it)")
+        pytest.skip("moto missing")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield env
+    finally:
+        server.kill()
+        server.wait()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

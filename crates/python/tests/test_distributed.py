@@ -139,3 +139,36 @@ def test_a_shard_failing_for_good_fails_the_build(tmp_path, client, tree):
         hoard.distributed.create(tree, out, client, shards=3, retries=1,
                                  compression="bogus")
     assert os.listdir(out.parent) == []
+
+
+def test_a_prefix_of_objects_builds_on_the_cluster_as_those_objects(client, tmp_path, moto_env):
+    """``s3://bucket/prefix/`` as the source: the keys are planned into
+    shards on this machine, each worker fetches only its shard's objects
+    (``hoard.create`` from S3 with an input list), and the merged image
+    holds every object, byte for byte, at its key; the same merge also
+    goes straight to S3."""
+    import boto3
+
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="data")
+    objects = {}
+    for d in range(6):
+        for i in range(50):
+            key = f"d{d}/sub{i % 3}/f{i:03}"
+            objects[key] = b"%d %d\n" % (d, i) * (1 + i * 7) if i % 5 else b"same\n"
+            s3.put_object(Bucket="data", Key=f"tree/{key}", Body=objects[key])
+    client.run(os.environ.update, moto_env)
+    out = tmp_path / "objects.dwarfs"
+    summary = hoard.distributed.create("s3://data/tree/", out, client, shards=4, level=1)
+    assert len(summary["shards"]) == 4
+    assert sum(s["files"] for s in summary["shards"]) == len(objects)
+    with hoard.Image(out) as img:
+        files = {path: c[2] for path, c in image_contents(img).items() if c[0] == "f"}
+    assert files == objects
+    hoard.distributed.create("s3://data/tree/", "s3://data/objects.dwarfs", client,
+                             shards=3, level=1, parts_dir=tmp_path)
+    s3.download_file("data", "objects.dwarfs", str(tmp_path / "fetched.dwarfs"))
+    with hoard.Image(tmp_path / "fetched.dwarfs") as img:
+        files = {path: c[2] for path, c in image_contents(img).items() if c[0] == "f"}
+    assert files == objects
+    assert "Uploads" not in s3.list_multipart_uploads(Bucket="data")

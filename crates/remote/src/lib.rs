@@ -25,6 +25,8 @@
 //! * [`stream`] — a remote file read in order (a remote archive packed).
 //! * [`objects`] — the objects under an S3 prefix, listed and fetched as
 //!   the files of a tree (`hoard create -i s3://bucket/prefix/`).
+//! * [`upload`] — an object written as it is made, in the parts of a
+//!   multipart upload (`hoard create -o s3://bucket/key`).
 //!
 //! See README.md for the design.
 
@@ -37,6 +39,7 @@ mod pieces;
 pub mod remote;
 pub mod s3;
 pub mod stream;
+pub mod upload;
 
 pub use options::{is_remote_option, Options};
 pub use remote::Remote;

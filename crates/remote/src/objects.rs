@@ -8,9 +8,10 @@
 use crate::s3::{client, one_line};
 use crate::Options;
 use futures::TryStreamExt;
+use object_store::aws::AmazonS3;
 use object_store::path::Path as ObjectPath;
-use object_store::{Attribute, GetOptions, GetRange, MultipartUpload, ObjectStore, PutPayload};
-use std::io::Read;
+use object_store::{Attribute, GetOptions, GetRange, ObjectStore};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The most bytes of one object in memory at once.
@@ -31,10 +32,10 @@ pub struct Object {
 
 /// A bucket whose objects are listed and fetched.
 pub struct Bucket {
-    name: String,
-    store: Box<dyn ObjectStore>,
-    runtime: tokio::runtime::Runtime,
-    timeout: Duration,
+    pub(crate) name: String,
+    pub(crate) store: Arc<AmazonS3>,
+    pub(crate) runtime: tokio::runtime::Runtime,
+    pub(crate) timeout: Duration,
 }
 
 impl Bucket {
@@ -44,14 +45,14 @@ impl Bucket {
         let (store, runtime) = client(name, options.timeout, options.retries as usize)?;
         Ok(Bucket {
             name: name.to_string(),
-            store,
+            store: Arc::new(store),
             runtime,
             timeout: options.timeout,
         })
     }
 
     /// `s3://bucket/key`, for messages.
-    fn url(&self, key: &str) -> String {
+    pub(crate) fn url(&self, key: &str) -> String {
         format!("s3://{}/{key}", self.name)
     }
 
@@ -89,7 +90,8 @@ impl Bucket {
     /// most [`PIECE`] bytes; returns its user metadata (`x-amz-meta-NAME`
     /// as (NAME, value)), or None for a directory marker: object_store
     /// lists a key ending in `/` without it, and cannot ask for it, so an
-    /// empty object that cannot be found is taken for one.
+    /// empty object that cannot be found is one if the marker is still
+    /// listed (else it vanished: an error).
     pub fn fetch(
         &self,
         object: &Object,
@@ -119,7 +121,11 @@ impl Bucket {
                 .map_err(|_| format!("{}: the request timed out", self.url(&object.key)))?
             {
                 Ok(got) => got,
-                Err(object_store::Error::NotFound { .. }) if object.size == 0 => return Ok(None),
+                Err(object_store::Error::NotFound { .. })
+                    if object.size == 0 && self.is_marker(&object.key) =>
+                {
+                    return Ok(None)
+                }
                 Err(e) => return Err(self.failed(&object.key, &e)),
             };
             if bytes.len() as u64 != end - offset {
@@ -147,29 +153,16 @@ impl Bucket {
         }
     }
 
-    /// Stores what `data` reads as the object `key`, in a multipart
-    /// upload of parts of [`PIECE`] bytes (one in memory at a time): the
-    /// object appears only when every part is stored, and on any failure
-    /// the upload is aborted, leaving no object and no parts behind.
-    pub fn upload(&self, key: &str, data: &mut dyn Read) -> Result<(), String> {
-        let url = self.url(key);
-        let path = ObjectPath::from(key);
-        self.runtime.block_on(async {
-            let mut upload = self
-                .store
-                .put_multipart(&path)
-                .await
-                .map_err(|e| format!("{url}: cannot start the upload: {}", one_line(&e)))?;
-            let sent = match send_parts(upload.as_mut(), data).await {
-                Ok(()) => upload.complete().await.map(drop).map_err(|e| one_line(&e)),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = sent {
-                let _ = upload.abort().await;
-                return Err(format!("{url}: upload aborted: {e}"));
-            }
-            Ok(())
-        })
+    /// Whether the directory marker `key/` is stored: object_store lists
+    /// it as `key` and cannot name it, so the first key listed below
+    /// `key/` is asked for (one request, one page whatever lies below).
+    fn is_marker(&self, key: &str) -> bool {
+        let prefix = ObjectPath::from(key);
+        let first = self.runtime.block_on(async {
+            let mut listing = self.store.list(Some(&prefix));
+            tokio::time::timeout(self.timeout * 4, listing.try_next()).await
+        });
+        matches!(first, Ok(Ok(Some(m))) if m.location == prefix && m.size == 0)
     }
 
     /// The message for a failed fetch of `key`.
@@ -180,29 +173,6 @@ impl Bucket {
             E::Precondition { .. } => format!("{url}: changed during the build (its ETag)"),
             E::NotFound { .. } => format!("{url}: vanished during the build"),
             _ => format!("{url}: {}", one_line(e)),
-        }
-    }
-}
-
-/// Sends what `data` reads as the parts of `upload`, in order.
-async fn send_parts(upload: &mut dyn MultipartUpload, data: &mut dyn Read) -> Result<(), String> {
-    let mut first = true;
-    loop {
-        let mut part = Vec::with_capacity(PIECE as usize);
-        data.take(PIECE)
-            .read_to_end(&mut part)
-            .map_err(|e| e.to_string())?;
-        if part.is_empty() && !first {
-            return Ok(());
-        }
-        let last = (part.len() as u64) < PIECE;
-        upload
-            .put_part(PutPayload::from(part))
-            .await
-            .map_err(|e| one_line(&e))?;
-        first = false;
-        if last {
-            return Ok(());
         }
     }
 }

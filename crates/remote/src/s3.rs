@@ -6,7 +6,7 @@
 //! mount has forked) and waited for.
 
 use crate::backend::{Backend, FetchError, Fetched, Identity};
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, RetryConfig};
 use std::ops::Range;
@@ -26,7 +26,7 @@ impl S3 {
     pub fn new(bucket: &str, key: &str, timeout: Duration) -> Result<Self, String> {
         let (store, runtime) = client(bucket, timeout, 0)?;
         Ok(S3 {
-            store,
+            store: Box::new(store),
             key: ObjectPath::from(key),
             runtime,
             timeout,
@@ -52,7 +52,7 @@ pub(crate) fn client(
     bucket: &str,
     timeout: Duration,
     retries: usize,
-) -> Result<(Box<dyn ObjectStore>, tokio::runtime::Runtime), String> {
+) -> Result<(AmazonS3, tokio::runtime::Runtime), String> {
     let client = ClientOptions::new()
         .with_timeout(timeout)
         .with_connect_timeout(timeout)
@@ -74,7 +74,7 @@ pub(crate) fn client(
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the S3 client: {e}"))?;
-    Ok((Box::new(store), runtime))
+    Ok((store, runtime))
 }
 
 pub(crate) fn one_line(e: &dyn std::fmt::Display) -> String {

@@ -209,10 +209,15 @@ pub(crate) fn stored_contents(
 pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     let stack = open(options)?;
     let layers = stack.layers();
-    let image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
-        .with_fsync(options.fsync)
-        .with_signing_key(options.sign.clone())
-        .with_encryption(options.encrypt.as_deref())?;
+    let image = ImageFile::create(
+        &options.output,
+        options.force,
+        options.header.as_deref(),
+        options.recovery,
+    )?
+    .with_fsync(options.fsync)
+    .with_signing_key(options.sign.clone())
+    .with_encryption(options.encrypt.as_deref())?;
     let scan = image_scan_options(&options.scan);
     let spool = Spool::new(scan.spool_dir.as_deref())?;
     let progress = ScanProgress::default();
@@ -315,7 +320,7 @@ pub(crate) fn write_reusing_blocks(
     copy_categories(&mut meta, layers, &used)?;
     summary.metadata_bytes = write_metadata(&mut image, options, &meta)?;
     write_history(&mut image, options)?;
-    summary.image_bytes = image.finish(options.section_index, options.recovery)?;
+    summary.image_bytes = image.finish(options.section_index)?;
     Ok(summary)
 }
 

@@ -18,6 +18,7 @@ use crate::tree::{Attrs, Time};
 use crate::{Error, Result};
 use hoard_format::object_attrs::ObjectAttrs;
 use hoard_remote::objects::{Bucket, Object};
+use hoard_remote::upload::Upload;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -89,31 +90,25 @@ fn refuse_existing_in(store: &Bucket, bucket: &str, key: &str) -> Result<()> {
     Ok(())
 }
 
-/// Uploads the image file `local` to `s3://bucket/key` (refused if that
-/// object exists, unless `force`: asked again, as it may have appeared
-/// during the build): a multipart upload completed only when every byte
-/// is stored, aborted otherwise.
-pub fn upload_image(local: &Path, bucket_name: &str, key: &str, force: bool) -> Result<()> {
+/// Starts uploading `s3://bucket/key` (refused if that object exists,
+/// unless `force`; asked again when it completes, as it may appear
+/// during the build).
+pub fn start_upload(bucket_name: &str, key: &str, force: bool) -> Result<Upload> {
     let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
     let bucket = Bucket::new(bucket_name, &remote).map_err(Error::Input)?;
     if !force {
         refuse_existing_in(&bucket, bucket_name, key)?;
     }
-    let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
-    bucket.upload(key, &mut file).map_err(Error::Input)
+    Upload::start(bucket, key).map_err(Error::Input)
 }
 
 /// What a fetched object left: its spooled contents and user metadata
 /// (None: a directory marker).
 type Fetched = (PathBuf, Option<Vec<(String, String)>>);
 
-/// Reads the objects under `url` into a tree.
-pub fn scan_objects(
-    url: &Path,
-    options: &ScanOptions,
-    filter: Option<&Filter>,
-    progress: &ScanProgress,
-) -> Result<Scanned> {
+/// The bucket of `url` (`s3://bucket/prefix/`), its prefix and every
+/// object under it (an empty prefix is an error).
+fn listing(url: &Path) -> Result<(Bucket, String, Vec<Object>)> {
     let text = url.to_string_lossy();
     let (bucket_name, prefix) = split_url(&text)?;
     let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
@@ -124,15 +119,63 @@ pub fn scan_objects(
             "{text}: no objects under this prefix"
         )));
     }
+    Ok((bucket, prefix, objects))
+}
+
+/// The path below the prefix of each object under `url`
+/// (`s3://bucket/prefix/`) and its size, in key order: what
+/// `hoard.distributed` plans the shards of a build from.
+pub fn list_objects(url: &Path) -> Result<Vec<(String, u64)>> {
+    let (_, prefix, objects) = listing(url)?;
+    Ok(objects
+        .into_iter()
+        .map(|o| (o.key[prefix.len()..].trim_matches('/').to_string(), o.size))
+        .filter(|(path, _)| !path.is_empty())
+        .collect())
+}
+
+/// A test hook: a file (a FIFO) read to its end between the listing
+/// and the first fetch, where this variable names one, so that a test
+/// changes objects there, as during a build, without depending on
+/// timing (crates/cli/tests/remote.rs).
+const AFTER_LISTING: &str = "HOARD_TEST_AFTER_LISTING";
+
+/// Reads the objects under `url` into a tree (only those of
+/// `options.only`, when given: only those are fetched).
+pub fn scan_objects(
+    url: &Path,
+    options: &ScanOptions,
+    filter: Option<&Filter>,
+    progress: &ScanProgress,
+) -> Result<Scanned> {
+    let (bucket, prefix, mut objects) = listing(url)?;
+    // Whether each object has others below it (a directory), asked of
+    // the whole listing before the input list leaves some out.
+    let mut below: Vec<bool> = objects
+        .iter()
+        .map(|o| has_children(&objects, &o.key))
+        .collect();
+    if let Some(only) = &options.only {
+        let wanted = |o: &Object| only.contains(o.key[prefix.len()..].trim_matches('/').as_bytes());
+        let keep: Vec<bool> = objects.iter().map(wanted).collect();
+        let mut flags = keep.iter();
+        objects.retain(|_| *flags.next().unwrap_or(&false));
+        let mut flags = keep.iter();
+        below.retain(|_| *flags.next().unwrap_or(&false));
+    }
+    if let Some(fifo) = std::env::var_os(AFTER_LISTING) {
+        let _ = std::fs::read(fifo);
+    }
+    let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
     let spool = Spool::new(options.spool_dir.as_deref())?;
     let fetched = fetch_all(&bucket, &objects, spool.dir(), remote.connections.max(1))?;
     let mut builder = Builder::new(options, filter, progress, spool);
-    for (object, (source, metadata)) in objects.iter().zip(fetched) {
+    for ((object, (source, metadata)), below) in objects.iter().zip(fetched).zip(below) {
         let rel = &object.key[prefix.len()..];
         if rel.trim_matches('/').is_empty() {
             continue;
         }
-        let marker = metadata.is_none() || has_children(&objects, &object.key);
+        let marker = metadata.is_none() || below;
         let attrs = attributes(object, metadata.as_deref().unwrap_or_default(), marker);
         let kind = match attrs.mode & libc::S_IFMT {
             _ if marker => MemberKind::Dir,

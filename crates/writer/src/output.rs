@@ -4,13 +4,19 @@
 //! (see the hoard-trust crate), then (optionally) the recovery data, which
 //! covers every byte before it. It is written to a temporary
 //! file beside the target and renamed into place only when complete, so an
-//! interrupted or failed build leaves nothing behind.
+//! interrupted or failed build leaves nothing behind. An image for
+//! `s3://bucket/key` is sent as it is written, in the parts of a multipart
+//! upload completed only at the end (`hoard_remote::upload`): no copy of
+//! it is kept anywhere. Only one with recovery data, which covers the
+//! whole file and is planned for its final size, is first built in a
+//! temporary file of `$TMPDIR`, then uploaded.
 
 use crate::{Error, Result};
 use hoard_format::section::{
     encode_header_v2, encode_index_entry, Compression, IndexEntry, SectionType, Version,
     MAJOR_VERSION, MAX_MINOR_VERSION, V2_HEADER_SIZE,
 };
+use hoard_remote::upload::Upload;
 use hoard_trust::encrypt::cipher::SectionPlace;
 use hoard_trust::encrypt::{KeySection, Recipients, SectionCipher};
 use hoard_trust::{SecretKey, Signature};
@@ -24,11 +30,13 @@ use tempfile::NamedTempFile;
 static PARTIAL: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
 /// Removes the temporary file of every image this process is writing,
-/// for a process about to exit on a signal: a build can take minutes to
-/// reach a point where it checks its cancel flag (one large block being
-/// compressed). No image can be started afterwards (the list stays
-/// locked), and one renamed into place already is complete.
+/// and aborts every upload of one, for a process about to exit on a
+/// signal: a build can take minutes to reach a point where it checks its
+/// cancel flag (one large block being compressed). No image can be
+/// started afterwards (the lists stay locked), and one renamed into
+/// place (or whose upload completed) already is complete.
 pub fn remove_partial_images() {
+    hoard_remote::upload::abort_all();
     let partial = PARTIAL.lock().unwrap_or_else(|p| p.into_inner());
     for path in partial.iter() {
         let _ = std::fs::remove_file(path);
@@ -48,18 +56,54 @@ impl Drop for Listed {
     }
 }
 
+/// Where the bytes of an image go.
+enum Sink {
+    /// A temporary file (listed in [`PARTIAL`] while it lives), renamed
+    /// into place or uploaded when complete.
+    File {
+        out: BufWriter<NamedTempFile>,
+        _listed: Listed,
+    },
+    /// The parts of an upload, sent as written.
+    Upload(Box<Upload>),
+}
+
+impl Sink {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Sink::File { out, .. } => out,
+            Sink::Upload(upload) => upload.as_mut(),
+        }
+    }
+
+    /// The temporary file, flushed.
+    fn file(&mut self) -> std::io::Result<Option<&std::fs::File>> {
+        match self {
+            Sink::File { out, .. } => {
+                out.flush()?;
+                Ok(Some(out.get_ref().as_file()))
+            }
+            Sink::Upload(_) => Ok(None),
+        }
+    }
+}
+
 /// An image being written.
 pub struct ImageFile {
+    /// The path or `s3://` URL it becomes.
     target: PathBuf,
-    /// The temporary file's place in [`PARTIAL`].
-    _listed: Listed,
+    sink: Sink,
+    /// The bucket and key a temporary file is uploaded to when complete.
+    upload_to: Option<(String, String)>,
     force: bool,
-    out: BufWriter<NamedTempFile>,
     /// Bytes written since the first section.
     position: u64,
-    /// Size of the header prefix.
-    prefix: u64,
+    /// The header prefix.
+    prefix: Vec<u8>,
     index: Vec<IndexEntry>,
+    /// The hash of each section, kept while one is uploaded as written
+    /// for the signature (a file is read again instead, on all cores).
+    hashes: Vec<[u8; 32]>,
     /// Bytes of the file handed to the kernel's write-back so far.
     written_back: u64,
     /// A flush to disk of what was written so far, running on its own
@@ -71,6 +115,8 @@ pub struct ImageFile {
     sign: Option<Arc<SecretKey>>,
     /// Seal sections with this data key (an encrypted image).
     cipher: Option<Arc<SectionCipher>>,
+    /// Append recovery data of this many percent.
+    recovery: Option<u32>,
 }
 
 /// How many bytes are written between requests to start writing them
@@ -80,45 +126,64 @@ const WRITE_BACK_EVERY: u64 = 16 << 20;
 
 impl ImageFile {
     /// Starts an image that will become `target` (which must not exist
-    /// unless `force`), writing `header` before the first section.
-    pub fn create(target: &Path, force: bool, header: Option<&[u8]>) -> Result<Self> {
-        if !force && target.symlink_metadata().is_ok() {
-            return Err(Error::Input(format!(
-                "{}: already exists (use -f to overwrite)",
-                target.display()
-            )));
-        }
-        let dir = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
+    /// unless `force`), a path or an `s3://bucket/key` URL, writing
+    /// `header` before the first section; `recovery` is the percentage
+    /// of recovery data [`ImageFile::finish`] appends, if any.
+    pub fn create(
+        target: &Path,
+        force: bool,
+        header: Option<&[u8]>,
+        recovery: Option<u32>,
+    ) -> Result<Self> {
+        let object = crate::objects::s3_output(target);
+        let (mut sink, upload_to) = match object {
+            Some((bucket, key)) if recovery.is_none() => (
+                Sink::Upload(Box::new(crate::objects::start_upload(bucket, key, force)?)),
+                None,
+            ),
+            Some((bucket, key)) => {
+                if !force {
+                    crate::objects::refuse_existing(bucket, key)?;
+                }
+                let staging = std::env::temp_dir();
+                (
+                    temporary_file(&staging)?,
+                    Some((bucket.to_string(), key.to_string())),
+                )
+            }
+            None => {
+                if !force && target.symlink_metadata().is_ok() {
+                    return Err(Error::Input(format!(
+                        "{}: already exists (use -f to overwrite)",
+                        target.display()
+                    )));
+                }
+                let dir = match target.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                (temporary_file(dir)?, None)
+            }
         };
-        // Made and listed at once, so that a signal cannot come between.
-        let mut partial = PARTIAL.lock().unwrap_or_else(|p| p.into_inner());
-        let tmp = tempfile::Builder::new()
-            .prefix(".hoard-")
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(|e| Error::io(dir, e))?;
-        partial.push(tmp.path().to_path_buf());
-        drop(partial);
-        let listed = Listed(tmp.path().to_path_buf());
-        let mut out = BufWriter::with_capacity(1 << 20, tmp);
-        if let Some(h) = header {
-            out.write_all(h).map_err(|e| Error::io(target, e))?;
-        }
+        let prefix = header.unwrap_or_default().to_vec();
+        sink.writer()
+            .write_all(&prefix)
+            .map_err(|e| Error::io(target, e))?;
         Ok(ImageFile {
             target: target.to_path_buf(),
-            _listed: listed,
+            sink,
+            upload_to,
             force,
-            out,
             position: 0,
-            prefix: header.map_or(0, |h| h.len() as u64),
+            prefix,
             index: Vec::new(),
+            hashes: Vec::new(),
             written_back: 0,
             syncing: None,
             fsync: false,
             sign: None,
             cipher: None,
+            recovery,
         })
     }
 
@@ -173,7 +238,10 @@ impl ImageFile {
     /// can leave it out.
     pub fn identity(&self) -> Option<(u64, u64)> {
         use std::os::unix::fs::MetadataExt;
-        let m = self.out.get_ref().as_file().metadata().ok()?;
+        let Sink::File { out, .. } = &self.sink else {
+            return None;
+        };
+        let m = out.get_ref().as_file().metadata().ok()?;
         Some((m.dev(), m.ino()))
     }
 
@@ -234,12 +302,16 @@ impl ImageFile {
             kind,
             offset: self.position,
         });
-        self.out
-            .write_all(&header)
-            .and_then(|_| self.out.write_all(payload))
+        let out = self.sink.writer();
+        out.write_all(&header)
+            .and_then(|_| out.write_all(payload))
             .map_err(|e| Error::io(&self.target, e))?;
+        if self.sign.is_some() && matches!(self.sink, Sink::Upload(_)) {
+            self.hashes
+                .push(hoard_trust::digest::section_hash(&header, payload));
+        }
         self.position += (header.len() + payload.len()) as u64;
-        if self.prefix + self.position - self.written_back >= WRITE_BACK_EVERY {
+        if self.end() - self.written_back >= WRITE_BACK_EVERY {
             self.start_write_back()?;
         }
         Ok(())
@@ -249,10 +321,13 @@ impl ImageFile {
     /// bytes not yet asked for back to disk, without waiting for it (a
     /// hint: file systems that cannot do it are not an error).
     fn start_write_back(&mut self) -> Result<()> {
-        self.out.flush().map_err(|e| Error::io(&self.target, e))?;
-        let end = self.prefix + self.position;
+        let end = self.end();
+        let file = self.sink.file().map_err(|e| Error::io(&self.target, e))?;
+        let Some(file) = file else {
+            return Ok(());
+        };
         use std::os::fd::AsRawFd;
-        let fd = self.out.get_ref().as_file().as_raw_fd();
+        let fd = file.as_raw_fd();
         // SAFETY: a plain system call on a file descriptor we own.
         unsafe {
             libc::sync_file_range(
@@ -275,8 +350,10 @@ impl ImageFile {
             return Ok(());
         }
         self.start_write_back()?;
-        let file = self
-            .out
+        let Sink::File { out, .. } = &self.sink else {
+            return Ok(());
+        };
+        let file = out
             .get_ref()
             .as_file()
             .try_clone()
@@ -299,9 +376,10 @@ impl ImageFile {
 
     /// Appends the section index (unless `with_index` is false), the
     /// signature (see [`ImageFile::with_signing_key`]) and then recovery
-    /// data of `recovery` percent, if asked, flushes, and renames
-    /// the file into place. Returns the image size.
-    pub fn finish(mut self, with_index: bool, recovery: Option<u32>) -> Result<u64> {
+    /// data, if asked, and puts the image in place: renames the file, or
+    /// completes the upload (uploads the file, for one with recovery
+    /// data). Returns the image size.
+    pub fn finish(mut self, with_index: bool) -> Result<u64> {
         if with_index {
             let mut entries = self.index.clone();
             entries.push(IndexEntry {
@@ -317,17 +395,27 @@ impl ImageFile {
         if let Some(key) = self.sign.clone() {
             self.signature(&key)?;
         }
-        if let Some(percent) = recovery {
+        if let Some(percent) = self.recovery {
             self.recovery(percent)?;
         }
         if let Some(sync) = self.syncing.take() {
             self.wait_for_sync(sync)?;
         }
         let target = self.target.clone();
-        let tmp = self
-            .out
+        let (out, _listed) = match self.sink {
+            Sink::Upload(upload) => return upload.complete(self.force).map_err(Error::Input),
+            Sink::File { out, _listed } => (out, _listed),
+        };
+        let tmp = out
             .into_inner()
             .map_err(|e| Error::io(&target, e.into_error()))?;
+        if let Some((bucket, key)) = &self.upload_to {
+            let mut upload = crate::objects::start_upload(bucket, key, self.force)?;
+            let mut file = tmp.as_file();
+            std::io::Seek::rewind(&mut file).map_err(|e| Error::io(&target, e))?;
+            std::io::copy(&mut file, &mut upload).map_err(|e| Error::io(&target, e))?;
+            return upload.complete(self.force).map_err(Error::Input);
+        }
         if self.fsync {
             tmp.as_file()
                 .sync_all()
@@ -360,20 +448,46 @@ impl ImageFile {
         Ok(size)
     }
 
-    /// Appends the signature section: the digest of every byte written
-    /// so far, signed with `key`.
-    fn signature(&mut self, key: &SecretKey) -> Result<()> {
-        self.out.flush().map_err(|e| Error::io(&self.target, e))?;
-        let end = self.prefix + self.position;
-        let offsets: Vec<u64> = self.index.iter().map(|e| self.prefix + e.offset).collect();
+    /// The file offset just past what was written.
+    fn end(&self) -> u64 {
+        self.prefix.len() as u64 + self.position
+    }
+
+    /// The digest of every byte written: hashed as written for an
+    /// upload, else read again from the file.
+    fn digest(&mut self) -> Result<hoard_trust::ImageDigest> {
+        let prefix = self.prefix.len() as u64;
+        let end = self.end();
+        let offsets: Vec<u64> = self.index.iter().map(|e| prefix + e.offset).collect();
         let sections: Vec<_> = offsets
             .iter()
             .zip(offsets.iter().skip(1).chain([&end]))
             .map(|(&start, &end)| start..end)
             .collect();
-        let digest =
-            hoard_trust::digest::of_file(self.out.get_ref().as_file(), self.prefix, &sections)
-                .map_err(|e| Error::io(&self.target, e))?;
+        let file = self.sink.file().map_err(|e| Error::io(&self.target, e))?;
+        let Some(file) = file else {
+            return Ok(hoard_trust::ImageDigest {
+                prefix_len: prefix,
+                prefix_hash: hoard_trust::digest::hash(&self.prefix),
+                sections: sections
+                    .iter()
+                    .zip(&self.hashes)
+                    .map(|(r, &hash)| hoard_trust::digest::SectionDigest {
+                        offset: r.start,
+                        size: r.end - r.start,
+                        hash,
+                    })
+                    .collect(),
+            });
+        };
+        hoard_trust::digest::of_file(file, prefix, &sections)
+            .map_err(|e| Error::io(&self.target, e))
+    }
+
+    /// Appends the signature section: the digest of every byte written
+    /// so far, signed with `key`.
+    fn signature(&mut self, key: &SecretKey) -> Result<()> {
+        let digest = self.digest()?;
         let version = Version {
             major: MAJOR_VERSION,
             minor: MAX_MINOR_VERSION,
@@ -383,7 +497,8 @@ impl ImageFile {
             kind: hoard_trust::SECTION_TYPE,
             offset: self.position,
         });
-        self.out
+        self.sink
+            .writer()
             .write_all(&section)
             .map_err(|e| Error::io(&self.target, e))?;
         self.position += section.len() as u64;
@@ -393,21 +508,40 @@ impl ImageFile {
     /// Appends the recovery section, covering every byte written so far
     /// (see the hoard-recovery crate for its layout).
     fn recovery(&mut self, percent: u32) -> Result<()> {
-        let io = |e| Error::io(&self.target, e);
-        self.out.flush().map_err(io)?;
         let number = u32::try_from(self.index.len())
             .map_err(|_| Error::Input("too many sections".into()))?;
-        let layout = hoard_recovery::Layout::plan(self.prefix + self.position, number, percent)
+        let layout = hoard_recovery::Layout::plan(self.end(), number, percent)
             .map_err(|e| Error::Input(e.to_string()))?;
-        let built =
-            hoard_recovery::build_section(&layout, self.out.get_ref().as_file()).map_err(|e| {
-                match e {
-                    hoard_recovery::Error::Io(e) => Error::io(&self.target, e),
-                    e => Error::Input(e.to_string()),
-                }
-            })?;
-        self.out.write_all(&built.bytes).map_err(io)?;
+        let target = self.target.clone();
+        let io = |e| Error::io(&target, e);
+        let Some(file) = self.sink.file().map_err(io)? else {
+            return Err(Error::Input(
+                "internal error: recovery data for an image not in a file".into(),
+            ));
+        };
+        let built = hoard_recovery::build_section(&layout, file).map_err(|e| match e {
+            hoard_recovery::Error::Io(e) => Error::io(&target, e),
+            e => Error::Input(e.to_string()),
+        })?;
+        self.sink.writer().write_all(&built.bytes).map_err(io)?;
         self.position += built.bytes.len() as u64;
         Ok(())
     }
+}
+
+/// A new temporary file in `dir`, listed in [`PARTIAL`].
+fn temporary_file(dir: &Path) -> Result<Sink> {
+    // Made and listed at once, so that a signal cannot come between.
+    let mut partial = PARTIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::Builder::new()
+        .prefix(".hoard-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    partial.push(tmp.path().to_path_buf());
+    drop(partial);
+    Ok(Sink::File {
+        _listed: Listed(tmp.path().to_path_buf()),
+        out: BufWriter::with_capacity(1 << 20, tmp),
+    })
 }

@@ -328,10 +328,15 @@ pub fn create(
     cancel: Arc<AtomicBool>,
 ) -> Result<Summary> {
     validate(options)?;
-    let mut image = ImageFile::create(&options.output, options.force, options.header.as_deref())?
-        .with_fsync(options.fsync)
-        .with_signing_key(options.sign.clone())
-        .with_encryption(options.encrypt.as_deref())?;
+    let mut image = ImageFile::create(
+        &options.output,
+        options.force,
+        options.header.as_deref(),
+        options.recovery,
+    )?
+    .with_fsync(options.fsync)
+    .with_signing_key(options.sign.clone())
+    .with_encryption(options.encrypt.as_deref())?;
     progress.set(Phase::Scanning);
     let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;
@@ -421,7 +426,7 @@ pub fn create(
     drop(meta);
     write_history(&mut image, options)?;
     check(&cancel)?;
-    summary.image_bytes = image.finish(options.section_index, options.recovery)?;
+    summary.image_bytes = image.finish(options.section_index)?;
     progress.set(Phase::Done);
     Ok(summary)
 }
@@ -460,7 +465,8 @@ fn scan_input(
 ) -> Result<Scanned> {
     let mut scan_options = options.scan.clone();
     scan_options.exclude.extend(image.identity());
-    if scan_options.spool_dir.is_none() {
+    // Beside the output, unless it goes to S3 ($TMPDIR then).
+    if scan_options.spool_dir.is_none() && crate::objects::s3_output(&options.output).is_none() {
         let dir = options
             .output
             .parent()

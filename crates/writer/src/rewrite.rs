@@ -219,10 +219,15 @@ pub fn rewrite(
     let image = fs.image();
     let metadata = fs.metadata().map_err(reader_error)?;
     let block_size = metadata.block_size as usize;
-    let mut out = ImageFile::create(&options.output, options.force, options.header.as_deref())?
-        .with_fsync(options.fsync)
-        .with_signing_key(options.sign.clone())
-        .with_encryption(options.encrypt.as_deref())?;
+    let mut out = ImageFile::create(
+        &options.output,
+        options.force,
+        options.header.as_deref(),
+        options.recovery,
+    )?
+    .with_fsync(options.fsync)
+    .with_signing_key(options.sign.clone())
+    .with_encryption(options.encrypt.as_deref())?;
 
     let blocks: Vec<_> = image
         .sections()
@@ -336,7 +341,7 @@ pub fn rewrite(
         let (algo, payload) = pack_section(&options.schema_compression, &encoded)?;
         out.section(SectionType::HISTORY, algo, &payload)?;
     }
-    let output_bytes = out.finish(options.section_index, options.recovery)?;
+    let output_bytes = out.finish(options.section_index)?;
     Ok(RewriteSummary {
         blocks: blocks.len() as u64,
         input_bytes,

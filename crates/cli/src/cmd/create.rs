@@ -22,10 +22,7 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
     if args.debug_filter {
         return debug_filter(args, options.filter.take());
     }
-    let staged = StagedUpload::new(&args.output, args.force)?;
-    if let Some(s) = &staged {
-        options.output = s.local();
-    }
+    refuse_existing_object(&args.output, args.force)?;
     let cancel = super::interrupt::exit_on_signals()?;
     let progress = Progress::default();
     let quiet = args.no_progress || args.progress.as_deref() == Some("none") || args.json;
@@ -34,9 +31,6 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
         create(&options, &progress, Arc::clone(&cancel))
     })
     .context("cannot create image")?;
-    if let Some(s) = staged {
-        s.upload()?;
-    }
     let elapsed = started.elapsed().as_secs_f64();
     if args.log_level != "error" {
         for w in &summary.warnings {
@@ -51,53 +45,12 @@ pub fn run(args: &CreateArgs) -> Result<u8> {
     Ok(if summary.warnings.is_empty() { 0 } else { 2 })
 }
 
-/// An image for `s3://bucket/key`, built in a temporary directory and
-/// uploaded when complete (`hoard_writer::objects::upload_image`).
-pub(super) struct StagedUpload {
-    url: std::path::PathBuf,
-    force: bool,
-    dir: tempfile::TempDir,
-}
-
-impl StagedUpload {
-    /// A staging directory when `output` is an `s3://` URL (refused at
-    /// once, before any work, when that object exists and not `force`).
-    pub(super) fn new(output: &std::path::Path, force: bool) -> Result<Option<Self>> {
-        let Some((bucket, key)) = hoard_writer::objects::s3_output(output) else {
-            return Ok(None);
-        };
-        if !force {
-            hoard_writer::objects::refuse_existing(bucket, key)?;
-        }
-        let dir = tempfile::Builder::new()
-            .prefix(".hoard-upload-")
-            .tempdir()
-            .context("cannot make a temporary directory for the image")?;
-        super::interrupt::remove_on_signal(dir.path());
-        Ok(Some(StagedUpload {
-            url: output.to_path_buf(),
-            force,
-            dir,
-        }))
-    }
-
-    /// Where the image is built.
-    pub(super) fn local(&self) -> std::path::PathBuf {
-        self.dir.path().join("image.dwarfs")
-    }
-
-    /// Uploads the image built, then removes the staging directory.
-    pub(super) fn upload(self) -> Result<()> {
-        let (bucket, key) = hoard_writer::objects::s3_output(&self.url)
-            .ok_or_else(|| anyhow!("'{}' is not an S3 URL", self.url.display()))?;
-        hoard_writer::objects::upload_image(&self.local(), bucket, key, self.force)
-            .context("cannot upload the image")
-    }
-}
-
-impl Drop for StagedUpload {
-    fn drop(&mut self) {
-        super::interrupt::keep_on_signal(self.dir.path());
+/// Refuses an `s3://bucket/key` output that exists (unless `force`),
+/// before any work (the writer asks again when it starts the upload).
+pub(super) fn refuse_existing_object(output: &std::path::Path, force: bool) -> Result<()> {
+    match hoard_writer::objects::s3_output(output) {
+        Some((bucket, key)) if !force => Ok(hoard_writer::objects::refuse_existing(bucket, key)?),
+        _ => Ok(()),
     }
 }
 

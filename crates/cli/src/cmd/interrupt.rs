@@ -1,35 +1,15 @@
-//! SIGINT and SIGTERM during a build: the partial image is removed and
-//! hoard exits at once (128 + the signal's number), whatever the build is
-//! doing. Waiting for it to notice a flag could take minutes: one large
-//! block at a high level compresses that long, and a codec cannot be
-//! stopped in the middle of a block.
+//! SIGINT and SIGTERM during a build: the partial image is removed (its
+//! upload aborted, for one going to S3) and hoard exits at once (128 +
+//! the signal's number), whatever the build is doing. Waiting for it to
+//! notice a flag could take minutes: one large block at a high level
+//! compresses that long, and a codec cannot be stopped in the middle of
+//! a block.
 
 use anyhow::{Context, Result};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-
-/// Staging directories (an image on its way to S3) removed with the
-/// partial image when a signal ends the process.
-static STAGING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-
-/// Removes `dir` and all in it if a signal ends the process.
-pub fn remove_on_signal(dir: &Path) {
-    STAGING
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(dir.to_path_buf());
-}
-
-/// Undoes [`remove_on_signal`] (the directory is removed by its owner).
-pub fn keep_on_signal(dir: &Path) {
-    STAGING
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .retain(|d| d != dir);
-}
+use std::sync::Arc;
 
 /// Watches for SIGINT and SIGTERM from now on; the flag returned is the
 /// build's cancel flag, set before the partial image is removed and the
@@ -42,9 +22,6 @@ pub fn exit_on_signals() -> Result<Arc<AtomicBool>> {
         if let Some(signal) = signals.forever().next() {
             flag.store(true, Ordering::Relaxed);
             hoard_writer::output::remove_partial_images();
-            for dir in STAGING.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-                let _ = std::fs::remove_dir_all(dir);
-            }
             eprintln!("hoard: interrupted; the partial image was removed");
             std::process::exit(128 + signal);
         }

@@ -1,5 +1,6 @@
 //! `hoard merge`: join images into one (see `hoard_writer::merge`); parts
-//! may be URLs, and the output an `s3://` URL (uploaded when complete).
+//! may be URLs, and the output an `s3://` URL (uploaded as it is written,
+//! completed when the merge succeeds).
 
 use super::progress::human_bytes;
 use crate::args::MergeArgs;
@@ -30,11 +31,8 @@ pub fn run(args: &MergeArgs) -> Result<u8> {
         }
     };
     parts.dedupe = !args.no_dedupe;
-    let staged = super::create::StagedUpload::new(&args.output, args.force)?;
-    let output = staged
-        .as_ref()
-        .map_or_else(|| args.output.clone(), |s| s.local());
-    let mut o = CreateOptions::at_level(parts.images[0].clone(), output, level);
+    super::create::refuse_existing_object(&args.output, args.force)?;
+    let mut o = CreateOptions::at_level(parts.images[0].clone(), args.output.clone(), level);
     o.merge = Some(parts);
     // Contents are read from the images, where the categorizers, which
     // read files, have nothing to look at.
@@ -69,9 +67,6 @@ pub fn run(args: &MergeArgs) -> Result<u8> {
         merge_reusing_blocks(&o)
     }
     .context("cannot merge the images")?;
-    if let Some(s) = staged {
-        s.upload()?;
-    }
     for w in &summary.warnings {
         eprintln!("hoard: warning: {w}");
     }

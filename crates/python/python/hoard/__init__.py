@@ -328,7 +328,11 @@ def _input_list(value):
 def create(source_dir, image_path, level=7, progress=None, **options):
     """Builds the image ``image_path`` from the directory (or tar/cpio
     archive) ``source_dir`` at compression ``level`` 0 to 9; returns a dict
-    summary (files, original_bytes, image_bytes, warnings, ...).
+    summary (files, original_bytes, image_bytes, warnings, ...). As for
+    ``hoard create``, the source may be ``s3://bucket/prefix/`` (its
+    objects) or a remote archive's URL, and ``image_path`` an
+    ``s3://bucket/key`` (uploaded as it is written, completed only when
+    the build succeeds).
 
     ``options`` are those of ``hoard create``, named as its long options
     with ``_`` for ``-``: force, fsync, block_size_bits, metadata_compression,
@@ -395,7 +399,8 @@ def merge(parts, image_path, names=None, union=False, dedupe=True,
           recompress=False, level=7, force=False):
     """Joins the images ``parts`` into one image ``image_path``, as ``hoard
     merge`` does; returns a dict summary (files, original_bytes,
-    duplicate_files, blocks, image_bytes, warnings, ...).
+    duplicate_files, blocks, image_bytes, warnings, ...). Parts may be
+    URLs, and ``image_path`` an ``s3://bucket/key`` (uploaded as written).
 
     Each part's tree goes under a directory: ``names`` (one each), by
     default its file name without extension; with ``union=True`` the

@@ -4,6 +4,7 @@
 >>> import hoard.distributed
 >>> with Client("scheduler:8786") as client:
 ...     hoard.distributed.create("/shared/tree", "/shared/tree.dwarfs", client, shards=64)
+...     hoard.distributed.create("s3://bucket/prefix/", "/shared/objects.dwarfs", client)
 
 :func:`create` walks the source tree once (on the calling machine), plans
 ``shards`` lists of paths of about equal size (bytes, plus a little for
@@ -16,6 +17,13 @@ bounded by its shard. A last task joins the parts with :func:`hoard.merge`
 files), copying their compressed blocks as they are; files several shards
 hold are stored once. The source, the parts' directory and the output
 must be paths every worker sees the same (a shared file system).
+
+A source ``s3://bucket/prefix/`` is listed once instead (through the
+same S3 client as ``hoard create -i s3://…``, with the environment's
+credentials), its keys planned into shards the same way (bytes of each
+object, plus ``ENTRY_WEIGHT``), and each worker fetches only its
+shard's objects. The output may be an ``s3://bucket/key`` URL too (the
+merge uploads it as it writes it); ``parts_dir`` must then be given.
 
 Progress shows on Dask's dashboard (tasks ``hoard-shard-*`` and
 ``hoard-merge-*``) and, with ``progress``, through a callback. Dask
@@ -58,18 +66,25 @@ def _walk(top):
         stack.extend(reversed(below))
 
 
-def plan(source, shards):
-    """The paths (bytes, relative to ``source``) of each of at most
-    ``shards`` shards of the tree at ``source``, in path order, of about
-    equal weight (bytes of regular files, plus ``ENTRY_WEIGHT`` an
-    entry); all names of a hard-linked file are in the shard of its first.
-    Empty shards are left out."""
-    if shards < 1:
-        raise ValueError(f"shards must be at least 1, not {shards}")
-    if not os.path.isdir(source):
-        raise NotADirectoryError(f"{source}: not a directory")
+def _is_objects(source):
+    """Whether ``source`` is an ``s3://`` URL."""
+    return source.startswith("s3://")
+
+
+def _entries(source):
+    """(relative path, weight, hard link) of each entry of ``source``, in
+    path order, and their total weight."""
     entries = []
     total = 0
+    if _is_objects(source):
+        from . import _hoard
+
+        for path, size in _hoard.list_objects(source):
+            entries.append((os.fsencode(path), ENTRY_WEIGHT + size, None))
+            total += ENTRY_WEIGHT + size
+        return entries, total
+    if not os.path.isdir(source):
+        raise NotADirectoryError(f"{source}: not a directory")
     links = set()
     for path, st in _walk(source):
         weight = ENTRY_WEIGHT
@@ -83,6 +98,19 @@ def plan(source, shards):
             links.add(link)
         entries.append((path, weight, link))
         total += weight
+    return entries, total
+
+
+def plan(source, shards):
+    """The paths (bytes, relative to ``source``) of each of at most
+    ``shards`` shards of the tree at ``source`` (a directory, or an
+    ``s3://bucket/prefix/`` whose keys are the paths), in path order, of
+    about equal weight (bytes of regular files, plus ``ENTRY_WEIGHT`` an
+    entry); all names of a hard-linked file are in the shard of its
+    first. Empty shards are left out."""
+    if shards < 1:
+        raise ValueError(f"shards must be at least 1, not {shards}")
+    entries, total = _entries(os.fsdecode(os.fspath(source)))
     lists = [[] for _ in range(shards)]
     shard_of_link = {}
     done = 0
@@ -114,8 +142,9 @@ def _merge_parts(parts, output, level, force, *_shard_summaries):
 
 def create(source, output, client, shards=None, level=7, retries=2,
            parts_dir=None, progress=None, force=False, **options):
-    """Builds the image ``output`` of the directory ``source`` on the Dask
-    cluster of ``client`` (a ``dask.distributed.Client``), in ``shards``
+    """Builds the image ``output`` (a path, or an ``s3://bucket/key`` URL)
+    of the directory ``source`` (or the objects under an
+    ``s3://bucket/prefix/``) on the Dask cluster of ``client`` (a ``dask.distributed.Client``), in ``shards``
     parts (default: twice the workers' threads); returns the summary of the
     merge (files, original_bytes, duplicate_files, image_bytes, ...) with
     ``shards`` (the summaries of the parts' builds) added.
@@ -130,9 +159,14 @@ def create(source, output, client, shards=None, level=7, retries=2,
     if "input_list" in options:
         raise TypeError("create() plans the shards itself: input_list is not an option")
     source = os.fsdecode(os.fspath(source))
-    output = os.path.abspath(os.fsdecode(os.fspath(output)))
-    if os.path.exists(output) and not force:
-        raise FileExistsError(f"{output}: exists (force=True overwrites it)")
+    output = os.fsdecode(os.fspath(output))
+    if _is_objects(output):
+        if parts_dir is None:
+            raise ValueError("an s3:// output needs parts_dir (a directory every worker sees)")
+    else:
+        output = os.path.abspath(output)
+        if os.path.exists(output) and not force:
+            raise FileExistsError(f"{output}: exists (force=True overwrites it)")
     if shards is None:
         shards = 2 * max(1, sum(client.nthreads().values()))
     lists = plan(source, shards)
