@@ -209,15 +209,7 @@ pub(crate) fn stored_contents(
 pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     let stack = open(options)?;
     let layers = stack.layers();
-    let image = ImageFile::create(
-        &options.output,
-        options.force,
-        options.header.as_deref(),
-        options.recovery,
-    )?
-    .with_fsync(options.fsync)
-    .with_signing_key(options.sign.clone())
-    .with_encryption(options.encrypt.as_deref())?;
+    let image = ImageFile::for_build(options)?;
     let scan = image_scan_options(&options.scan);
     let spool = Spool::new(scan.spool_dir.as_deref())?;
     let progress = ScanProgress::default();

@@ -187,6 +187,20 @@ impl ImageFile {
         })
     }
 
+    /// Starts the image a build with `options` writes: its output, header,
+    /// recovery data, fsync, signing key and recipients.
+    pub(crate) fn for_build(options: &crate::CreateOptions) -> Result<Self> {
+        ImageFile::create(
+            &options.output,
+            options.force,
+            options.header.as_deref(),
+            options.recovery,
+        )?
+        .with_fsync(options.fsync)
+        .with_signing_key(options.sign.clone())
+        .with_encryption(options.encrypt.as_deref())
+    }
+
     /// Makes [`ImageFile::finish`] flush the image to disk before it
     /// renames it into place (when `fsync`), so that not even a power
     /// failure right after leaves a partial image under the target name.

@@ -328,15 +328,7 @@ pub fn create(
     cancel: Arc<AtomicBool>,
 ) -> Result<Summary> {
     validate(options)?;
-    let mut image = ImageFile::create(
-        &options.output,
-        options.force,
-        options.header.as_deref(),
-        options.recovery,
-    )?
-    .with_fsync(options.fsync)
-    .with_signing_key(options.sign.clone())
-    .with_encryption(options.encrypt.as_deref())?;
+    let mut image = ImageFile::for_build(options)?;
     progress.set(Phase::Scanning);
     let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;

@@ -202,15 +202,7 @@ pub fn merge_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     let stacks = open(parts, options)?;
     let layers = layers(&stacks);
     check_block_sizes(parts, &layers)?;
-    let image = ImageFile::create(
-        &options.output,
-        options.force,
-        options.header.as_deref(),
-        options.recovery,
-    )?
-    .with_fsync(options.fsync)
-    .with_signing_key(options.sign.clone())
-    .with_encryption(options.encrypt.as_deref())?;
+    let image = ImageFile::for_build(options)?;
     let mut located = FileLocations::default();
     let scanned = merged_tree(
         parts,
