@@ -140,23 +140,10 @@ pub struct MergeArgs {
     /// Print no summary.
     #[arg(long)]
     pub no_progress: bool,
-    /// Encrypt the image to RECIPIENT: an age public key (`age1…`), an
-    /// OpenSSH public key or a file of them (repeatable).
-    #[arg(long = "encrypt-to", value_name = "RECIPIENT")]
-    pub encrypt_to: Vec<String>,
-    /// Encrypt the image with the passphrase in the first line of FILE.
-    #[arg(long, value_name = "FILE", conflicts_with = "encrypt_to")]
-    pub passphrase_file: Option<PathBuf>,
-    /// Open encrypted parts with this identity file: an age identity or
-    /// an OpenSSH private key (repeatable; also HOARD_IDENTITY).
-    #[arg(long = "identity", value_name = "FILE")]
-    pub identity: Vec<PathBuf>,
-    /// Open parts encrypted with the passphrase in the first line of FILE.
-    #[arg(long, value_name = "FILE")]
-    pub input_passphrase_file: Option<PathBuf>,
-    /// Write a plain image though parts are encrypted.
-    #[arg(long, conflicts_with_all = ["encrypt_to", "passphrase_file"])]
-    pub decrypt: bool,
+    #[command(flatten)]
+    pub protect: crate::trust::OutputArgs,
+    #[command(flatten)]
+    pub keys: crate::trust::InputKeyArgs,
 }
 
 /// `hoard keygen`.

@@ -84,3 +84,90 @@ pub fn recipients(to: &[String], passphrase: Option<&Path>) -> Result<Option<Arc
     };
     Ok(Some(Arc::new(recipients)))
 }
+
+/// How the image a command writes is protected (`create`, `rewrite`,
+/// `merge`): recovery data, a signature, encryption.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputArgs {
+    /// Add Reed-Solomon recovery data of PERCENT of the image (1-100), so
+    /// that `hoard repair` can undo damage up to about that size.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub recovery: Option<u32>,
+    /// Sign the image with this secret key (`hoard keygen`, or an
+    /// OpenSSH ed25519 key); `hoard verify --trust` checks it.
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
+    /// Encrypt the image to RECIPIENT: an age public key (`age1…`), an
+    /// OpenSSH public key (`ssh-ed25519 …`, `ssh-rsa …`) or a file of
+    /// them, one a line (repeatable). Readers need `--identity`.
+    #[arg(long = "encrypt-to", value_name = "RECIPIENT")]
+    pub encrypt_to: Vec<String>,
+    /// Encrypt the image with the passphrase in the first line of FILE
+    /// (age's scrypt); readers need `--passphrase-file`.
+    #[arg(long, value_name = "FILE", conflicts_with = "encrypt_to")]
+    pub passphrase_file: Option<PathBuf>,
+}
+
+/// The protection [`OutputArgs`] names, with its keys loaded.
+pub struct OutputKeys {
+    /// Percent of recovery data, if any.
+    pub recovery: Option<u32>,
+    /// The key to sign with, if any.
+    pub sign: Option<Arc<SecretKey>>,
+    /// Who to encrypt to, if anyone.
+    pub encrypt: Option<Arc<Recipients>>,
+}
+
+impl OutputArgs {
+    /// Loads the signing key and the recipients named.
+    pub fn load(&self) -> Result<OutputKeys> {
+        Ok(OutputKeys {
+            recovery: self.recovery,
+            sign: signing_key(self.sign.as_deref())?,
+            encrypt: recipients(&self.encrypt_to, self.passphrase_file.as_deref())?,
+        })
+    }
+}
+
+impl OutputKeys {
+    /// Sets these on a build's options.
+    pub fn apply(self, o: &mut hoard_writer::CreateOptions) {
+        o.recovery = self.recovery;
+        o.sign = self.sign;
+        o.encrypt = self.encrypt;
+    }
+}
+
+/// The keys that open the encrypted images a command reads to write
+/// another (`create --base`, `rewrite`, `merge`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct InputKeyArgs {
+    /// Open encrypted images read (inputs, --base layers) with this
+    /// identity file: an age identity (`age-keygen`) or an OpenSSH
+    /// private key (repeatable; also HOARD_IDENTITY, files separated by
+    /// `:`).
+    #[arg(long = "identity", value_name = "FILE")]
+    pub identity: Vec<PathBuf>,
+    /// Open images read that are encrypted with a passphrase, read from
+    /// the first line of FILE.
+    #[arg(long, value_name = "FILE")]
+    pub input_passphrase_file: Option<PathBuf>,
+    /// Write a plain image (one DwarFS reads) though images read are
+    /// encrypted.
+    #[arg(long, conflicts_with_all = ["encrypt_to", "passphrase_file"])]
+    pub decrypt: bool,
+}
+
+impl InputKeyArgs {
+    /// The identities named (`None` when none is).
+    pub fn identities(&self) -> Result<Option<Arc<Identities>>> {
+        identities(&self.identity, self.input_passphrase_file.as_deref())
+    }
+
+    /// Sets the identities and `--decrypt` on a build's options.
+    pub fn apply(&self, o: &mut hoard_writer::CreateOptions) -> Result<()> {
+        o.identities = self.identities()?;
+        o.decrypt = self.decrypt;
+        Ok(())
+    }
+}

@@ -365,6 +365,21 @@ fn signatures_and_recovery_data_work_together_and_dwarfs_reads_signed_images() {
     );
     ok(&verify(&resigned, &fx.public), "verify again");
     ok(&run(&["check", "--full", s(&resigned)]), "check again");
+    // `merge` signs and adds recovery data as `create` does.
+    let merged = fx.path("merged.dwarfs");
+    let out = run(&[
+        "merge",
+        s(&image),
+        "-o",
+        s(&merged),
+        "--sign",
+        s(&fx.key),
+        "--recovery",
+        "5",
+    ]);
+    ok(&out, "merge --sign --recovery");
+    ok(&verify(&merged, &fx.public), "verify the merge");
+    ok(&run(&["check", "--full", s(&merged)]), "check the merge");
 
     // The dwarfs crate, an independent reader, reads a signed image.
     let file = std::fs::File::open(&image).unwrap();

@@ -156,13 +156,9 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.attrs.create_timestamp = (!args.no_create_timestamp).then_some(now.max(0) as u64);
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
-    o.recovery = args.recovery;
-    o.sign = crate::trust::signing_key(args.sign.as_deref())?;
-    o.encrypt = crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?;
+    args.protect.load()?.apply(&mut o);
     if !args.base.is_empty() {
-        o.identities =
-            crate::trust::identities(&args.identity, args.input_passphrase_file.as_deref())?;
-        o.decrypt = args.decrypt;
+        args.keys.apply(&mut o)?;
         o.delta = Some(hoard_writer::delta::DeltaOptions {
             bases: args.base.clone(),
             trust_mtime: args.trust_mtime,

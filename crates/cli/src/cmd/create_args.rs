@@ -156,23 +156,8 @@ pub struct CreateArgs {
     /// Do not write a section index.
     #[arg(long)]
     pub no_section_index: bool,
-    /// Add Reed-Solomon recovery data of PERCENT of the image (1-100), so
-    /// that `hoard repair` can undo damage up to about that size.
-    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub recovery: Option<u32>,
-    /// Sign the image with this secret key (`hoard keygen`, or an
-    /// OpenSSH ed25519 key); `hoard verify --trust` checks it.
-    #[arg(long, value_name = "KEY")]
-    pub sign: Option<PathBuf>,
-    /// Encrypt the image to RECIPIENT: an age public key (`age1…`), an
-    /// OpenSSH public key (`ssh-ed25519 …`, `ssh-rsa …`) or a file of
-    /// them, one a line (repeatable). Readers need `--identity`.
-    #[arg(long = "encrypt-to", value_name = "RECIPIENT")]
-    pub encrypt_to: Vec<String>,
-    /// Encrypt the image with the passphrase in the first line of FILE
-    /// (age's scrypt); readers need `--passphrase-file`.
-    #[arg(long, value_name = "FILE", conflicts_with = "encrypt_to")]
-    pub passphrase_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub protect: crate::trust::OutputArgs,
     /// File to put before the image (e.g. a shell script).
     #[arg(long)]
     pub header: Option<PathBuf>,
@@ -205,19 +190,8 @@ pub struct CreateArgs {
     /// reads only on exactly these bases, and DwarFS does not read it.
     #[arg(long, requires = "base")]
     pub delta: bool,
-    /// Open encrypted images read (--base, or the image --recompress
-    /// rewrites) with this identity file: an age identity or an OpenSSH
-    /// private key (repeatable; also HOARD_IDENTITY, files separated by
-    /// `:`).
-    #[arg(long = "identity", value_name = "FILE")]
-    pub identity: Vec<PathBuf>,
-    /// Open images read that are encrypted with a passphrase, read from
-    /// the first line of FILE.
-    #[arg(long, value_name = "FILE")]
-    pub input_passphrase_file: Option<PathBuf>,
-    /// Write a plain image though images read are encrypted.
-    #[arg(long, conflicts_with_all = ["encrypt_to", "passphrase_file"])]
-    pub decrypt: bool,
+    #[command(flatten)]
+    pub keys: crate::trust::InputKeyArgs,
     /// No live progress display.
     #[arg(long)]
     pub no_progress: bool,
@@ -314,36 +288,10 @@ pub struct RewriteArgs {
     /// Do not write a section index.
     #[arg(long)]
     pub no_section_index: bool,
-    /// Add Reed-Solomon recovery data of PERCENT of the image (1-100), so
-    /// that `hoard repair` can undo damage up to about that size.
-    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub recovery: Option<u32>,
-    /// Sign the image with this secret key (`hoard keygen`, or an
-    /// OpenSSH ed25519 key); `hoard verify --trust` checks it.
-    #[arg(long, value_name = "KEY")]
-    pub sign: Option<PathBuf>,
-    /// Encrypt the image to RECIPIENT: an age public key (`age1…`), an
-    /// OpenSSH public key (`ssh-ed25519 …`, `ssh-rsa …`) or a file of
-    /// them, one a line (repeatable). Readers need `--identity`.
-    #[arg(long = "encrypt-to", value_name = "RECIPIENT")]
-    pub encrypt_to: Vec<String>,
-    /// Encrypt the image with the passphrase in the first line of FILE
-    /// (age's scrypt); readers need `--passphrase-file`.
-    #[arg(long, value_name = "FILE", conflicts_with = "encrypt_to")]
-    pub passphrase_file: Option<PathBuf>,
-    /// Write the image decrypted (a plain image DwarFS reads); the input
-    /// is opened with `--identity` or `--input-passphrase-file`.
-    #[arg(long, conflicts_with_all = ["encrypt_to", "passphrase_file"])]
-    pub decrypt: bool,
-    /// Open an encrypted input with this identity file: an age identity
-    /// (`age-keygen`) or an OpenSSH private key (repeatable; also
-    /// HOARD_IDENTITY, files separated by `:`).
-    #[arg(long = "identity", value_name = "FILE")]
-    pub identity: Vec<PathBuf>,
-    /// Open an input encrypted with a passphrase, read from the first
-    /// line of FILE.
-    #[arg(long, value_name = "FILE")]
-    pub input_passphrase_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub protect: crate::trust::OutputArgs,
+    #[command(flatten)]
+    pub keys: crate::trust::InputKeyArgs,
     /// File to put before the image.
     #[arg(long)]
     pub header: Option<PathBuf>,
@@ -378,13 +326,8 @@ impl CreateArgs {
             no_history: self.no_history,
             no_history_timestamps: self.no_history_timestamps,
             no_section_index: self.no_section_index,
-            recovery: self.recovery,
-            sign: self.sign.clone(),
-            encrypt_to: self.encrypt_to.clone(),
-            passphrase_file: self.passphrase_file.clone(),
-            decrypt: self.decrypt,
-            identity: self.identity.clone(),
-            input_passphrase_file: self.input_passphrase_file.clone(),
+            protect: self.protect.clone(),
+            keys: self.keys.clone(),
             header: self.header.clone(),
             no_progress: self.no_progress,
         }

@@ -38,9 +38,8 @@ pub fn run(args: &MergeArgs) -> Result<u8> {
     // read files, have nothing to look at.
     o.categorize = None;
     o.force = args.force;
-    o.encrypt = crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?;
-    o.identities = crate::trust::identities(&args.identity, args.input_passphrase_file.as_deref())?;
-    o.decrypt = args.decrypt;
+    args.protect.load()?.apply(&mut o);
+    args.keys.apply(&mut o)?;
     if let Some(c) = &args.compression {
         o.data_compression = c.clone();
     }

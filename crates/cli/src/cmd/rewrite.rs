@@ -54,6 +54,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         .transpose()?;
     let compression =
         split("-C", &args.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
+    let protect = args.protect.load()?;
     let options = RewriteOptions {
         input: input.clone(),
         offset: args.offset,
@@ -91,15 +92,12 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
             )
         }),
         section_index: !args.no_section_index,
-        recovery: args.recovery,
-        sign: crate::trust::signing_key(args.sign.as_deref())?,
+        recovery: protect.recovery,
+        sign: protect.sign,
         trust: crate::trust::trusted_keys(&[])?,
-        encrypt: crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?,
-        identities: crate::trust::identities(
-            &args.identity,
-            args.input_passphrase_file.as_deref(),
-        )?,
-        decrypt: args.decrypt,
+        encrypt: protect.encrypt,
+        identities: args.keys.identities()?,
+        decrypt: args.keys.decrypt,
         header: args
             .header
             .as_ref()
@@ -138,9 +136,8 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     };
     let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
     o.flatten = args.inputs.clone();
-    o.encrypt = crate::trust::recipients(&args.encrypt_to, args.passphrase_file.as_deref())?;
-    o.identities = crate::trust::identities(&args.identity, args.input_passphrase_file.as_deref())?;
-    o.decrypt = args.decrypt;
+    args.protect.load()?.apply(&mut o);
+    args.keys.apply(&mut o)?;
     // Checked (and named) here: the writer reads the stack as it is.
     let paths: Vec<&std::path::Path> = args.inputs.iter().map(PathBuf::as_path).collect();
     let stack = hoard_writer::inputs::open_stack(
@@ -180,8 +177,6 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     }
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
-    o.recovery = args.recovery;
-    o.sign = crate::trust::signing_key(args.sign.as_deref())?;
     let now = history::now().map_err(anyhow::Error::msg)?;
     if !args.no_history {
         o.history = Some(history::this_run(

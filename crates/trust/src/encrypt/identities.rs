@@ -81,9 +81,9 @@ impl Identities {
 
     /// Adds the passphrase in the first line of `path`.
     pub fn add_passphrase(&mut self, path: &Path) -> Result<()> {
-        let passphrase = super::read_passphrase(path)?;
-        self.list
-            .push(Box::new(age::scrypt::Identity::new(passphrase)));
+        let mut identity = age::scrypt::Identity::new(super::read_passphrase(path)?);
+        identity.set_max_work_factor(super::SCRYPT_MAX_WORK_FACTOR);
+        self.list.push(Box::new(identity));
         Ok(())
     }
 

@@ -27,6 +27,15 @@ use hoard_format::section::SectionType;
 /// The section type of the wrapped data key.
 pub const SECTION_TYPE: SectionType = SectionType::HOARD_KEY;
 
+/// The scrypt work factor (log2 of N) a passphrase is wrapped with: age's
+/// own default (256 MiB and about a second), fixed rather than timed on
+/// the machine, so an image made on an idle machine opens on a busy one.
+pub const SCRYPT_WORK_FACTOR: u8 = 18;
+
+/// The largest scrypt work factor an image's passphrase may ask for when
+/// it is opened (1 GiB): a hostile image cannot make hoard spend more.
+pub const SCRYPT_MAX_WORK_FACTOR: u8 = 20;
+
 /// Whether sections of `kind` are sealed in an encrypted image: all but
 /// the section index (which only says where sections are) and hoard's
 /// own sections (key, signature, recovery data), which a reader needs

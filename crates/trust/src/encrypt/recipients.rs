@@ -54,9 +54,10 @@ impl Recipients {
 
     /// A passphrase, read from the first line of `path`.
     pub fn passphrase(path: &Path) -> Result<Self> {
-        let passphrase = super::read_passphrase(path)?;
+        let mut recipient = age::scrypt::Recipient::new(super::read_passphrase(path)?);
+        recipient.set_work_factor(super::SCRYPT_WORK_FACTOR);
         Ok(Recipients {
-            list: vec![Box::new(age::scrypt::Recipient::new(passphrase))],
+            list: vec![Box::new(recipient)],
             passphrase: true,
         })
     }
