@@ -807,26 +807,8 @@ fn dwarfs_reads_images_of_archives_with_old_times_and_legacy_names() {
         image.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let check = tool("dwarfsck")
-        .arg("--check-integrity")
-        .arg(&image)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
     let out = work.join("out");
-    std::fs::create_dir(&out).unwrap();
-    let x = tool("dwarfsextract")
-        .arg("-i")
-        .arg(&image)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(x.status.success(), "{}", String::from_utf8_lossy(&x.stderr));
+    dwarfs_check_and_extract(&image, &out);
     // 1960 and 2100 come back as such, and the names with their bytes.
     let o = run(&[
         "diff",

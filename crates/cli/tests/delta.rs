@@ -174,29 +174,7 @@ fn dwarfs_refuses_a_delta_layer_and_reads_its_flattened_stack() {
     assert!(!out.status.success());
     assert!(walkdir(&into).is_empty());
 
-    let out = tool("dwarfsck")
-        .arg("-i")
-        .arg(&flat)
-        .arg("--check-integrity")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = tool("dwarfsextract")
-        .arg("-i")
-        .arg(&flat)
-        .arg("-o")
-        .arg(&into)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    dwarfs_check_and_extract(&flat, &into);
     assert_same_files(&d.new, &into);
 }
 

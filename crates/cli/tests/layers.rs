@@ -323,30 +323,8 @@ fn a_layer_holds_only_the_changes_and_stacks_to_the_new_tree() {
     );
     assert!(d.is_empty(), "extracted image of reused blocks:\n{d}");
     if dwarfs_bin().is_some() {
-        let out = tool("dwarfsck")
-            .arg("--check-integrity")
-            .arg(&reused)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "dwarfsck: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let dwarfs_out = l.dir.path().join("dwarfs-extracted");
-        std::fs::create_dir_all(&dwarfs_out).unwrap();
-        let out = tool("dwarfsextract")
-            .arg("-i")
-            .arg(&reused)
-            .arg("-o")
-            .arg(&dwarfs_out)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "dwarfsextract: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        dwarfs_check_and_extract(&reused, &dwarfs_out);
         // dwarfsextract leaves its target directory's time alone.
         let out = Command::new("touch")
             .arg("-r")

@@ -149,30 +149,8 @@ fn three_parts_merge_into_their_union() {
         drop(mounted);
     }
     if dwarfs_bin().is_some() {
-        let out = tool("dwarfsck")
-            .arg("--check-integrity")
-            .arg(&merged)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "dwarfsck: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let extracted = p.dir.path().join("dwarfs-extracted");
-        std::fs::create_dir(&extracted).unwrap();
-        let out = tool("dwarfsextract")
-            .arg("-i")
-            .arg(&merged)
-            .arg("-o")
-            .arg(&extracted)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        dwarfs_check_and_extract(&merged, &extracted);
         sh(p.dir.path(), "touch -r p1 dwarfs-extracted");
         let d = differences(&extracted, &p.expected);
         assert_eq!(d, "", "extracted by dwarfsextract");

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    create_image, dwarfs_bin, files_using_block, fuse_available, hoard, noise, run, skipped,
-    tampered, tool,
+    create_image, dwarfs_bin, dwarfs_check_and_extract, files_using_block, fuse_available, hoard,
+    noise, run, skipped, tampered,
 };
 use hoard_format::section::SectionType;
 use std::collections::BTreeSet;
@@ -396,18 +396,8 @@ fn signatures_and_recovery_data_work_together_and_dwarfs_reads_signed_images() {
     }
     let signed_only = fx.image("signed.dwarfs", &["--sign", s(&fx.key)]);
     for img in [&image, &signed_only] {
-        let out = tool("dwarfsck")
-            .args(["-i", s(img), "--check-integrity"])
-            .output()
-            .unwrap();
-        ok(&out, "dwarfsck --check-integrity");
         let x = fx.path(&format!("x-{}", img.file_name().unwrap().to_str().unwrap()));
-        std::fs::create_dir(&x).unwrap();
-        let out = tool("dwarfsextract")
-            .args(["-i", s(img), "-o", s(&x)])
-            .output()
-            .unwrap();
-        ok(&out, "dwarfsextract");
+        dwarfs_check_and_extract(img, &x);
         for path in noise_files() {
             assert!(
                 std::fs::read(x.join(&path)).unwrap()

@@ -308,6 +308,41 @@ pub fn tool(name: &str) -> Command {
     Command::new(dwarfs_bin().unwrap().join(name))
 }
 
+/// Has DwarFS's own tools check `image` (`dwarfsck --check-integrity`)
+/// and extract it into `into` (made here), asserting both succeed.
+pub fn dwarfs_check_and_extract(image: &Path, into: &Path) {
+    for (what, args) in [
+        (
+            "dwarfsck",
+            vec![
+                "--check-integrity".as_ref(),
+                "-i".as_ref(),
+                image.as_os_str(),
+            ],
+        ),
+        (
+            "dwarfsextract",
+            vec![
+                "-i".as_ref(),
+                image.as_os_str(),
+                "-o".as_ref(),
+                into.as_os_str(),
+            ],
+        ),
+    ] {
+        if what == "dwarfsextract" {
+            std::fs::create_dir_all(into).unwrap();
+        }
+        let out = tool(what).args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{what} {}: {}",
+            image.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// A copy of `image` at `out` with one byte of the `nth` section of
 /// `kind` changed and its header hashes made to match again, as an
 /// attacker would (only a signature tells then).
