@@ -185,15 +185,61 @@ def full_read(hoard: str, images: list, work: str) -> measure.Sample:
     return min(runs, key=lambda r: r.wall)
 
 
-def patch_size(base_tar: str, new_tar: str, work: str, level: int) -> int:
-    """Bytes of `zstd -LEVEL --long --patch-from=BASE_TAR NEW_TAR`."""
-    out = os.path.join(work, "patch.zst")
+def patch(base_tar: str, new_tar: str, level: int) -> tuple:
+    """(bytes, CPU seconds) of `zstd -LEVEL --long --patch-from=BASE_TAR NEW_TAR`."""
+    out = new_tar + ".patch.zst"
     window = max(27, (max(os.path.getsize(base_tar), os.path.getsize(new_tar)) - 1).bit_length())
-    subprocess.run(["zstd", "-q", "-f", "-T0", f"-{level}", f"--long={window}",
-                    f"--patch-from={base_tar}", new_tar, "-o", out], check=True)
+    done = measure.run([["zstd", "-q", "-f", "-T0", f"-{level}", f"--long={window}",
+                         f"--patch-from={base_tar}", new_tar, "-o", out]])
+    if not done.ok:
+        raise SystemExit(f"zstd --patch-from={base_tar} {new_tar} failed")
     size = os.path.getsize(out)
     os.remove(out)
-    return size
+    return size, done.cpu
+
+
+class DailyPatches:
+    """`zstd --patch-from` of each day's tar on the day before, two at a
+    time beside the day's builds (it takes minutes a day; its optimal
+    parser is single-threaded); a tar is removed once both patches that
+    read it are done."""
+
+    def __init__(self, level: int):
+        import concurrent.futures
+        import threading
+        self.level = level
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+        self.readers = {}
+        self.lock = threading.Lock()
+        self.jobs = []
+
+    def add(self, base_tar: str, new_tar: str) -> None:
+        with self.lock:
+            self.readers.setdefault(base_tar, 1)
+            self.readers[new_tar] = 2  # this patch and the next day's
+        self.jobs.append(self.pool.submit(self._patch, base_tar, new_tar))
+
+    def _patch(self, base_tar: str, new_tar: str) -> tuple:
+        try:
+            size, cpu = patch(base_tar, new_tar, self.level)
+            print(f"  patch of {os.path.basename(new_tar)}: {size:,} B ({cpu:.0f} s CPU)",
+                  file=sys.stderr, flush=True)
+            return size, cpu
+        finally:
+            with self.lock:
+                for tar in (base_tar, new_tar):
+                    self.readers[tar] -= 1
+                    if self.readers[tar] == 0:
+                        os.remove(tar)
+
+    def totals(self) -> tuple:
+        """(bytes, CPU seconds) of all the patches, once done."""
+        done = [job.result() for job in self.jobs]
+        self.pool.shutdown()
+        for tar, readers in self.readers.items():
+            if readers > 0:
+                os.remove(tar)
+        return sum(d[0] for d in done), sum(d[1] for d in done)
 
 
 def tar_of(tree: str, names: list, out: str) -> str:
@@ -255,9 +301,7 @@ def delta_versions(hoard: str, level: int, releases_dir: str, work: str) -> None
     names = [os.path.basename(r) for r in releases]
     base_tar = tar_of(all_tree, names[:half], os.path.join(work, "base.tar"))
     new_tar = tar_of(all_tree, names[half:], os.path.join(work, "new.tar"))
-    start = time.monotonic()
-    patch = patch_size(base_tar, new_tar, work, 19)
-    patch_s = time.monotonic() - start
+    patch_bytes, patch_s = patch(base_tar, new_tar, 19)
     print(f"### Delta layers, `versions`: {half} releases over {len(releases) - half} "
           f"({names[0]} ... {names[-1]}, `-l {level}`)\n")
     print("| | size | vs `--base` layer | build | build memory | stack cold full read | read memory |")
@@ -266,8 +310,8 @@ def delta_versions(hoard: str, level: int, releases_dir: str, work: str) -> None
     for what, size, made, read in rows:
         print(f"| {what} | {mib(size)} | {size / today:.2f}x | {made.wall:.2f} s | "
               f"{made.rss_kib / 1024:.0f} MiB | {read.wall:.2f} s | {read.rss_kib / 1024:.0f} MiB |")
-    print(f"| `zstd -19 --long --patch-from` (new releases' tar on the base's) | {mib(patch)} | "
-          f"{patch / today:.2f}x | {patch_s:.2f} s | | | |")
+    print(f"| `zstd -19 --long --patch-from` (new releases' tar on the base's) | {mib(patch_bytes)} | "
+          f"{patch_bytes / today:.2f}x | {patch_s:.2f} s CPU | | | |")
     if Restic.available():
         restic = Restic(work)
         restic.backup(base_tree)
@@ -333,7 +377,8 @@ def delta_daily(hoard: str, level: int, files: int, days: int, patch_level: int,
     restic = Restic(work) if Restic.available() else None
     if restic:
         restic.backup(tree)
-    prev_tar = tar_of(tree, ["."], os.path.join(work, "prev.tar"))
+    patches = DailyPatches(patch_level)
+    prev_tar = tar_of(tree, ["."], os.path.join(work, "day00.tar"))
     for day in range(1, days + 1):
         daily_day(tree, rng, day, live, next_id)
         for kind, chain, extra in (("plain", plain, []), ("delta", delta, ["--delta"])):
@@ -341,18 +386,19 @@ def delta_daily(hoard: str, level: int, files: int, days: int, patch_level: int,
             bases = [a for b in chain for a in ("--base", b)]
             made = create(hoard, tree, out, level, "--trust-mtime", *bases, *extra)
             chain.append(out)
+            print(f"  day {day}, {kind} layer: {os.path.getsize(out):,} B ({made.wall:.1f} s)",
+                  file=sys.stderr, flush=True)
             sizes[kind] += os.path.getsize(out)
             times[kind] += made.wall
             peak[kind] = max(peak[kind], made.rss_kib)
-        tar = tar_of(tree, ["."], os.path.join(work, "day.tar"))
-        start = time.monotonic()
-        sizes["patch"] += patch_size(prev_tar, tar, work, patch_level)
-        times["patch"] += time.monotonic() - start
-        os.replace(tar, prev_tar)
+        tar = tar_of(tree, ["."], os.path.join(work, f"day{day:02d}.tar"))
+        patches.add(prev_tar, tar)
+        prev_tar = tar
         if restic:
             grown, took = restic.backup(tree)
             sizes["restic"] += grown
             times["restic"] += took
+    sizes["patch"], times["patch"] = patches.totals()
     flat = os.path.join(work, "flat.dwarfs")
     create(hoard, tree, flat, level)
     reads = {"plain": full_read(hoard, plain, work), "delta": full_read(hoard, delta, work),
@@ -372,11 +418,14 @@ def delta_daily(hoard: str, level: int, files: int, days: int, patch_level: int,
     r = reads["flat"]
     print(f"| flat image of day {days} | | | | | {r.wall:.2f} s | {r.rss_kib / 1024:.0f} MiB |")
     print(f"| `zstd -{patch_level} --long --patch-from` of each day's tar on the day before | "
-          f"{mib(sizes['patch'])} | {sizes['patch'] / today:.2f}x | {times['patch']:.1f} s | | | |")
+          f"{mib(sizes['patch'])} | {sizes['patch'] / today:.2f}x | {times['patch']:.1f} s CPU | | | |")
     if restic:
         print(f"| restic: repository growth | {mib(sizes['restic'])} | "
               f"{sizes['restic'] / today:.2f}x | {times['restic']:.1f} s | | | |")
-    print()
+    print(f"\nThe delta layers are {sizes['delta'] / sizes['patch']:.2f}x the `--patch-from` "
+          f"deltas ({sizes['delta']:,} against {sizes['patch']:,} bytes); day {days} reads "
+          f"through the chain in {reads['delta'].wall / reads['flat'].wall:.2f}x the time of "
+          "its flat image.\n")
 
 
 def main() -> int:
