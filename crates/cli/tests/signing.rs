@@ -206,6 +206,34 @@ fn keygen_sign_and_verify_with_hoard_and_openssh_keys() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("accessible by others"));
 }
 
+/// Signatures of layout version 1 (SHA-512/256 section hashes, before
+/// BLAKE3) still verify and read: the fuzz seed `s1.dwarfs` was signed
+/// by such a hoard; signing it again writes layout version 2.
+#[test]
+fn a_signature_of_layout_version_1_still_verifies() {
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/signed_image");
+    let (v1, public) = (seeds.join("s1.dwarfs"), seeds.join("key.pub"));
+    let layout = |image: &Path| {
+        let bytes = std::fs::read(image).unwrap();
+        let at = bytes.windows(8).position(|w| w == b"HOARDSIG").unwrap();
+        bytes[at + 8]
+    };
+    assert_eq!(layout(&v1), 1);
+    assert!(ok(&verify(&v1, &public), "verify").contains("all 6 sections verified"));
+    let out = run(&["cat", s(&v1), "a", "--trust", s(&public)]);
+    assert_eq!(ok(&out, "cat with --trust"), "hello\n");
+
+    let fx = Fixture::new();
+    let v2 = fx.path("v2.dwarfs");
+    let out = run(&["sign", s(&v1), "-o", s(&v2), "--key", s(&fx.key)]);
+    ok(&out, "sign");
+    assert_eq!(layout(&v2), 2);
+    ok(
+        &verify(&v2, &fx.public),
+        "verify of the signature made again",
+    );
+}
+
 #[test]
 fn a_tampered_block_fails_verify_and_only_the_reads_of_its_files() {
     let fx = Fixture::new();

@@ -12,6 +12,7 @@
 
 use crate::{check_declared, corrupt, decompress, lzma, varint, zstd, CodecError};
 use hoard_format::section::Compression;
+use std::borrow::Cow;
 use std::io::Read;
 
 /// A decoder that produces a payload's output a piece at a time.
@@ -40,17 +41,20 @@ pub trait PartialDecoder: Send {
 /// A decoder for one section payload written by DwarFS with `algo`.
 ///
 /// `max_size` is the largest output the caller accepts, as for
-/// [`decompress`]: a payload that declares more is refused here.
-pub fn partial_decoder(
+/// [`decompress`]: a payload that declares more is refused here. A
+/// streaming decoder keeps the payload: an owned one is moved in, a
+/// borrowed one copied.
+pub fn partial_decoder<'a>(
     algo: Compression,
-    payload: &[u8],
+    payload: impl Into<Cow<'a, [u8]>>,
     max_size: usize,
 ) -> Result<Box<dyn PartialDecoder>, CodecError> {
+    let payload = payload.into();
     Ok(match algo {
         Compression::ZSTD => Box::new(Progress::new(ZstdStep::new(payload, max_size)?)),
         Compression::LZMA => Box::new(Progress::new(LzmaStep::new(payload, max_size)?)),
-        Compression::BROTLI => Box::new(Progress::new(BrotliStep::new(payload, max_size)?)),
-        _ => Box::new(Progress::new(Eager(decompress(algo, payload, max_size)?))),
+        Compression::BROTLI => Box::new(Progress::new(BrotliStep::new(&payload, max_size)?)),
+        _ => Box::new(Progress::new(Eager(decompress(algo, &payload, max_size)?))),
     })
 }
 
@@ -183,8 +187,8 @@ struct ZstdStep {
 impl ZstdStep {
     const ALGO: &'static str = "zstd";
 
-    fn new(payload: &[u8], max_size: usize) -> Result<Self, CodecError> {
-        let size = zstd::declared_size(payload)?
+    fn new(payload: Cow<'_, [u8]>, max_size: usize) -> Result<Self, CodecError> {
+        let size = zstd::declared_size(&payload)?
             .ok_or_else(|| corrupt(Self::ALGO, "frame does not record its content size"))?;
         let size = check_declared(Self::ALGO, size, max_size)?;
         let mut dctx = ::zstd::zstd_safe::DCtx::try_create()
@@ -193,7 +197,7 @@ impl ZstdStep {
             .map_err(|e| corrupt(Self::ALGO, ::zstd::zstd_safe::get_error_name(e)))?;
         Ok(ZstdStep {
             dctx,
-            input: payload.to_vec(),
+            input: payload.into_owned(),
             pos: 0,
             size,
             frame_done: false,
@@ -289,11 +293,11 @@ struct LzmaStep {
 impl LzmaStep {
     const ALGO: &'static str = "lzma";
 
-    fn new(payload: &[u8], max_size: usize) -> Result<Self, CodecError> {
-        let size = check_declared(Self::ALGO, lzma::declared_size(payload)?, max_size)?;
+    fn new(payload: Cow<'_, [u8]>, max_size: usize) -> Result<Self, CodecError> {
+        let size = check_declared(Self::ALGO, lzma::declared_size(&payload)?, max_size)?;
         Ok(LzmaStep {
             stream: lzma::stream_decoder()?,
-            input: payload.to_vec(),
+            input: payload.into_owned(),
             size,
         })
     }

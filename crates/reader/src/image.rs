@@ -844,7 +844,7 @@ impl Image {
         max_size: usize,
     ) -> Result<Box<dyn hoard_codec::PartialDecoder>> {
         let (header, payload) = self.plain(section)?;
-        hoard_codec::partial_decoder(header.compression, &payload, max_size)
+        hoard_codec::partial_decoder(header.compression, payload, max_size)
             .map_err(|e| section.decode_error(e))
     }
 

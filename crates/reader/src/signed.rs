@@ -76,7 +76,7 @@ impl Signed {
             return Err(corrupt!("the image's sections are not the ones signed"));
         }
         let prefix = source.read(0, offset)?;
-        if hoard_trust::digest::hash(&prefix) != digest.prefix_hash {
+        if digest.kind.hash(&prefix) != digest.prefix_hash {
             return Err(corrupt!(
                 "the bytes before the image are not the ones signed"
             ));
@@ -107,7 +107,7 @@ impl Signed {
         }
         let size = (header.len() + payload.len()) as u64;
         let matches = self.digest.section_at(section.offset).is_some_and(|d| {
-            d.size == size && d.hash == hoard_trust::digest::section_hash(header, payload)
+            d.size == size && d.hash == self.digest.kind.section_hash(header, payload)
         });
         if matches {
             return Ok(());

@@ -2,8 +2,10 @@
 //!
 //! An image is a prefix (any bytes before the first section, often none),
 //! then sections laid end to end up to the signature section. The digest
-//! lists the SHA-512/256 of the prefix and, for each section, its place,
-//! its size (header and payload) and the SHA-512/256 of all its bytes.
+//! lists the hash of the prefix and, for each section, its place, its
+//! size (header and payload) and the hash of all its bytes: BLAKE3 in the
+//! signatures hoard writes, SHA-512/256 in those of layout version 1
+//! (see [`DigestKind`]).
 //! The entries must tile the image without gaps, so the digest commits
 //! to every byte before the signature. A reader checks the signature over
 //! the list once, then each section against its entry when it first loads
@@ -20,14 +22,47 @@ const ENTRY_SIZE: usize = 48;
 /// Bytes of the encoded digest before its entries.
 const HEAD_SIZE: usize = 8 + 32 + 4;
 
-/// The SHA-512/256 of one section of the image.
+/// The hash function of a digest: one per signature layout version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DigestKind {
+    /// SHA-512/256 (layout version 1; still verified, no longer written).
+    Sha512_256,
+    /// BLAKE3, 256 bits (layout version 2: what hoard signs with).
+    Blake3,
+}
+
+impl DigestKind {
+    /// What new signatures use.
+    pub const NEWEST: DigestKind = DigestKind::Blake3;
+
+    /// The hash of `bytes`.
+    pub fn hash(self, bytes: &[u8]) -> [u8; 32] {
+        self.section_hash(&[], bytes)
+    }
+
+    /// The hash of a section whose header and payload were read apart.
+    pub fn section_hash(self, header: &[u8], payload: &[u8]) -> [u8; 32] {
+        match self {
+            // Through the fastest implementation hoard-format was given.
+            DigestKind::Sha512_256 => hoard_format::section::sha512_256(header, payload),
+            DigestKind::Blake3 => {
+                let mut state = blake3::Hasher::new();
+                state.update(header);
+                state.update(payload);
+                state.finalize().into()
+            }
+        }
+    }
+}
+
+/// The hash of one section of the image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SectionDigest {
     /// File offset of the section's header.
     pub offset: u64,
     /// Bytes of header and payload.
     pub size: u64,
-    /// SHA-512/256 of those bytes.
+    /// The hash of those bytes.
     pub hash: [u8; 32],
 }
 
@@ -42,29 +77,31 @@ impl SectionDigest {
 /// signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageDigest {
+    /// How its hashes are computed.
+    pub kind: DigestKind,
     /// Bytes before the first section (the image offset in its file).
     pub prefix_len: u64,
-    /// SHA-512/256 of those bytes.
+    /// The hash of those bytes.
     pub prefix_hash: [u8; 32],
     /// Every section, in file order, the first at `prefix_len`.
     pub sections: Vec<SectionDigest>,
 }
 
-/// The SHA-512/256 of `bytes` (through the fastest implementation
-/// hoard-format was given).
+/// The hash new signatures use, of `bytes`.
 pub fn hash(bytes: &[u8]) -> [u8; 32] {
-    hoard_format::section::sha512_256(&[], bytes)
+    DigestKind::NEWEST.hash(bytes)
 }
 
-/// The SHA-512/256 of a section whose header and payload were read
-/// apart.
+/// The hash new signatures use, of a section whose header and payload
+/// were read apart.
 pub fn section_hash(header: &[u8], payload: &[u8]) -> [u8; 32] {
-    hoard_format::section::sha512_256(header, payload)
+    DigestKind::NEWEST.section_hash(header, payload)
 }
 
-/// The digest of the image in `file`: the `prefix_len` bytes before it
-/// and each of `sections` (byte ranges of the file, laid end to end from
-/// `prefix_len`), hashed on all cores.
+/// The digest (of the [`DigestKind::NEWEST`] kind) of the image in
+/// `file`: the `prefix_len` bytes before it and each of `sections` (byte
+/// ranges of the file, laid end to end from `prefix_len`), hashed on all
+/// cores.
 pub fn of_file(
     file: &File,
     prefix_len: u64,
@@ -82,6 +119,7 @@ pub fn of_file(
         .map(read)
         .collect::<std::io::Result<_>>()?;
     Ok(ImageDigest {
+        kind: DigestKind::NEWEST,
         prefix_len,
         prefix_hash: read(&(0..prefix_len))?,
         sections: sections
@@ -124,8 +162,9 @@ impl ImageDigest {
         out
     }
 
-    /// Decodes a digest, checking that its sections tile the image.
-    pub fn decode(bytes: &[u8]) -> Result<Self> {
+    /// Decodes a digest of `kind`, checking that its sections tile the
+    /// image.
+    pub fn decode(kind: DigestKind, bytes: &[u8]) -> Result<Self> {
         let bad = |why: &str| Error::Malformed(format!("signed digest: {why}"));
         if bytes.len() < HEAD_SIZE {
             return Err(bad("truncated"));
@@ -153,6 +192,7 @@ impl ImageDigest {
             at = s.end();
         }
         Ok(ImageDigest {
+            kind,
             prefix_len,
             prefix_hash,
             sections,
@@ -170,6 +210,7 @@ mod tests {
 
     fn digest() -> ImageDigest {
         ImageDigest {
+            kind: DigestKind::NEWEST,
             prefix_len: 5,
             prefix_hash: hash(b"#!sh\n"),
             sections: vec![
@@ -190,20 +231,41 @@ mod tests {
     #[test]
     fn round_trip() {
         let d = digest();
-        assert_eq!(ImageDigest::decode(&d.encode()).unwrap(), d);
+        assert_eq!(
+            ImageDigest::decode(DigestKind::NEWEST, &d.encode()).unwrap(),
+            d
+        );
         assert_eq!(d.end(), 139);
         assert_eq!(d.section_at(75).unwrap().hash, [2; 32]);
         assert!(d.section_at(76).is_none());
     }
 
     #[test]
+    fn kinds_hash_as_their_standards_say() {
+        // BLAKE3 and SHA-512/256 of "abc" (the BLAKE3 reference
+        // implementation's and FIPS 180-4's examples).
+        let hex = |h: [u8; 32]| h.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        assert_eq!(
+            hex(DigestKind::Blake3.hash(b"abc")),
+            "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85"
+        );
+        assert_eq!(
+            hex(DigestKind::Sha512_256.hash(b"abc")),
+            "53048e2681941ef99b2e29b76b4c7dabe4c2d0c634fc6d46e0e2f13107e7af23"
+        );
+        for kind in [DigestKind::Blake3, DigestKind::Sha512_256] {
+            assert_eq!(kind.section_hash(b"ab", b"c"), kind.hash(b"abc"));
+        }
+    }
+
+    #[test]
     fn gaps_and_truncation_are_refused() {
         let mut d = digest();
         d.sections[1].offset = 76;
-        assert!(ImageDigest::decode(&d.encode()).is_err());
+        assert!(ImageDigest::decode(DigestKind::NEWEST, &d.encode()).is_err());
         let bytes = digest().encode();
         for len in 0..bytes.len() {
-            assert!(ImageDigest::decode(&bytes[..len]).is_err());
+            assert!(ImageDigest::decode(DigestKind::NEWEST, &bytes[..len]).is_err());
         }
     }
 }

@@ -4,8 +4,9 @@
 //! * [`keys`] — Ed25519 key pairs: hoard's own text format (written by
 //!   `hoard keygen`) and OpenSSH ed25519 keys (`ssh-keygen -t ed25519`).
 //!   Secret keys are zeroized when dropped and never printed.
-//! * [`digest`] — the image digest: the SHA-512/256 of every section of
-//!   the image (header and payload) and of any bytes before the first one.
+//! * [`digest`] — the image digest: the BLAKE3 hash of every section of
+//!   the image (header and payload) and of any bytes before the first one
+//!   (SHA-512/256 in signatures of layout version 1).
 //! * [`signature`] — the signature section: a digest signed by one key,
 //!   appended to the image; verifying it against trusted keys.
 //! * [`encrypt`] — encrypted images: the data key, wrapped with age for

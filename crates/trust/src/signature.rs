@@ -11,19 +11,23 @@
 //! data (which covers it). Its payload:
 //!
 //! ```text
-//! "HOARDSIG" | version 1, 7 zero bytes | public key (32) | signature (64)
+//! "HOARDSIG" | layout version, 7 zero bytes | public key (32) | signature (64)
 //!   | digest length (u64 LE) | digest | "HOARDSIG" | section size (u64 LE)
 //! ```
+//!
+//! The layout version names the digest's hash: 2, BLAKE3 (what hoard
+//! writes); 1, SHA-512/256 (still verified).
 //!
 //! The trailer lets a reader find the section from its end. Its last 8
 //! bytes (a size below 2^48) do not name a section index, so DwarFS walks
 //! the section headers from the start, as for recovery data, and skips
 //! this one with a warning. The Ed25519 signature is over
-//! `"hoard image signature v1\0"` followed by the digest: the prefix keeps
-//! an image signature from being taken for any other message an SSH key
-//! signs (those start with a length or `SSHSIG`).
+//! `"hoard image signature vN\0"` (N the layout version) followed by the
+//! digest: the prefix keeps an image signature from being taken for any
+//! other message an SSH key signs (those start with a length or
+//! `SSHSIG`), or for one of another layout.
 
-use crate::digest::ImageDigest;
+use crate::digest::{DigestKind, ImageDigest};
 use crate::keys::{PublicKey, SecretKey, TrustedKeys};
 use crate::{Error, Result};
 use hoard_format::section::{encode_header_v2, Compression, SectionType, Version, V2_HEADER_SIZE};
@@ -34,10 +38,6 @@ pub const SECTION_TYPE: SectionType = SectionType::HOARD_SIGNATURE;
 pub const TRAILER_SIZE: u64 = 16;
 /// Starts and ends the payload.
 const MAGIC: &[u8; 8] = b"HOARDSIG";
-/// The payload layout version.
-const LAYOUT_VERSION: u8 = 1;
-/// What the signed message starts with.
-const DOMAIN: &[u8] = b"hoard image signature v1\0";
 /// Payload bytes before the digest.
 const HEAD_SIZE: usize = 8 + 8 + 32 + 64 + 8;
 /// The largest digest accepted (about 5 million sections).
@@ -53,15 +53,28 @@ pub struct Signature {
     signature: [u8; 64],
 }
 
-/// The message an image's signature is over.
-fn message(digest: &[u8]) -> Vec<u8> {
-    [DOMAIN, digest].concat()
+/// The payload layout version of a digest kind.
+fn layout_version(kind: DigestKind) -> u8 {
+    match kind {
+        DigestKind::Sha512_256 => 1,
+        DigestKind::Blake3 => 2,
+    }
+}
+
+/// The message an image's signature is over: the digest after a prefix
+/// that names the layout.
+fn message(digest: &ImageDigest) -> Vec<u8> {
+    let domain: &[u8] = match digest.kind {
+        DigestKind::Sha512_256 => b"hoard image signature v1\0",
+        DigestKind::Blake3 => b"hoard image signature v2\0",
+    };
+    [domain, &digest.encode()].concat()
 }
 
 impl Signature {
     /// Signs `digest` with `key`.
     pub fn sign(digest: ImageDigest, key: &SecretKey) -> Self {
-        let signature = key.sign(&message(&digest.encode()));
+        let signature = key.sign(&message(&digest));
         Signature {
             key: key.public(),
             digest,
@@ -75,7 +88,7 @@ impl Signature {
         let size = HEAD_SIZE + digest.len() + TRAILER_SIZE as usize;
         let mut out = Vec::with_capacity(size);
         out.extend_from_slice(MAGIC);
-        out.push(LAYOUT_VERSION);
+        out.push(layout_version(self.digest.kind));
         out.extend_from_slice(&[0; 7]);
         out.extend_from_slice(&self.key.to_bytes());
         out.extend_from_slice(&self.signature);
@@ -103,7 +116,12 @@ impl Signature {
         if payload.len() < HEAD_SIZE + TRAILER_SIZE as usize || &payload[..8] != MAGIC {
             return Err(bad("not a hoard signature"));
         }
-        if payload[8] != LAYOUT_VERSION || payload[9..16] != [0; 7] {
+        let kind = match payload[8] {
+            1 => DigestKind::Sha512_256,
+            2 => DigestKind::Blake3,
+            _ => return Err(bad("unknown layout version (made by a newer hoard?)")),
+        };
+        if payload[9..16] != [0; 7] {
             return Err(bad("unknown layout version (made by a newer hoard?)"));
         }
         let key = PublicKey::from_bytes(payload[16..48].try_into().expect("32 bytes"))?;
@@ -124,7 +142,7 @@ impl Signature {
         }
         Ok(Signature {
             key,
-            digest: ImageDigest::decode(&payload[HEAD_SIZE..digest_end])?,
+            digest: ImageDigest::decode(kind, &payload[HEAD_SIZE..digest_end])?,
             signature,
         })
     }
@@ -137,10 +155,7 @@ impl Signature {
                 self.key.fingerprint()
             )));
         }
-        if !self
-            .key
-            .verifies(&message(&self.digest.encode()), &self.signature)
-        {
+        if !self.key.verifies(&message(&self.digest), &self.signature) {
             return Err(Error::Untrusted(format!(
                 "the image signature by key {} does not verify",
                 self.key.fingerprint()
@@ -170,10 +185,11 @@ mod tests {
     use super::*;
     use crate::digest::SectionDigest;
 
-    fn signed(key: &SecretKey) -> Signature {
+    fn signed_as(kind: DigestKind, key: &SecretKey) -> Signature {
         let digest = ImageDigest {
+            kind,
             prefix_len: 0,
-            prefix_hash: crate::digest::hash(b""),
+            prefix_hash: kind.hash(b""),
             sections: vec![SectionDigest {
                 offset: 0,
                 size: 100,
@@ -181,6 +197,10 @@ mod tests {
             }],
         };
         Signature::sign(digest, key)
+    }
+
+    fn signed(key: &SecretKey) -> Signature {
+        signed_as(DigestKind::NEWEST, key)
     }
 
     #[test]
@@ -203,6 +223,29 @@ mod tests {
             .verify(&TrustedKeys::from_keys(vec![other.public()]))
             .unwrap_err();
         assert!(e.to_string().contains("not trusted"), "{e}");
+    }
+
+    #[test]
+    fn layout_version_1_still_verifies() {
+        let key = SecretKey::generate().unwrap();
+        let trusted = TrustedKeys::from_keys(vec![key.public()]);
+        let v1 = signed_as(DigestKind::Sha512_256, &key).payload();
+        assert_eq!(v1[8], 1);
+        let parsed = Signature::parse(&v1).unwrap();
+        assert_eq!(parsed.digest.kind, DigestKind::Sha512_256);
+        parsed.verify(&trusted).unwrap();
+        // The layout version is signed: the same digest read as the
+        // other layout does not verify.
+        let mut relabeled = v1.clone();
+        relabeled[8] = 2;
+        let e = Signature::parse(&relabeled)
+            .unwrap()
+            .verify(&trusted)
+            .unwrap_err();
+        assert!(e.to_string().contains("does not verify"), "{e}");
+        let mut unknown = v1;
+        unknown[8] = 3;
+        assert!(Signature::parse(&unknown).is_err());
     }
 
     #[test]

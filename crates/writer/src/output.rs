@@ -481,6 +481,7 @@ impl ImageFile {
         let file = self.sink.file().map_err(|e| Error::io(&self.target, e))?;
         let Some(file) = file else {
             return Ok(hoard_trust::ImageDigest {
+                kind: hoard_trust::digest::DigestKind::NEWEST,
                 prefix_len: prefix,
                 prefix_hash: hoard_trust::digest::hash(&self.prefix),
                 sections: sections

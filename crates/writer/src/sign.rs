@@ -3,11 +3,17 @@
 //! beside the output, the signature (and new recovery data of the same
 //! percent, when the image had some) appended, and the file renamed into
 //! place when complete.
+//!
+//! Renamed over an existing file (signing in place), the temporary file
+//! is written back to disk as it is written: ext4 (and others) flush a
+//! file renamed over another before the rename, so that a crash cannot
+//! leave the old name with no data, and that flush then finds the disk
+//! already busy with most of it instead of starting it at the end.
 
 use crate::{Error, Result};
 use hoard_format::section::{self, HeaderLayout, SectionType, Version, V2_HEADER_SIZE};
 use hoard_reader::{Image, OpenOptions, Section};
-use hoard_trust::digest::{ImageDigest, SectionDigest};
+use hoard_trust::digest::{DigestKind, ImageDigest, SectionDigest};
 use hoard_trust::{SecretKey, Signature};
 use rayon::prelude::*;
 use std::fs::File;
@@ -32,7 +38,8 @@ pub fn sign_image(input: &Path, output: &Path, key: &SecretKey, force: bool) -> 
             .canonicalize()
             .ok()
             .is_some_and(|o| input.canonicalize().ok() == Some(o));
-    if !same && !force && output.symlink_metadata().is_ok() {
+    let replaces = output.symlink_metadata().is_ok();
+    if !same && !force && replaces {
         return Err(Error::Input(format!(
             "{}: already exists (use -f to overwrite)",
             output.display()
@@ -63,7 +70,11 @@ pub fn sign_image(input: &Path, output: &Path, key: &SecretKey, force: bool) -> 
         .map_err(|e| Error::io(dir, e))?;
     let io = |e| Error::io(output, e);
     let source = std::fs::File::open(input).map_err(|e| Error::io(input, e))?;
-    let digest = copy_and_hash(&source, tmp.as_file(), &image, signed).map_err(|e| match e {
+    let out = Output {
+        file: tmp.as_file(),
+        write_back: replaces,
+    };
+    let digest = copy_and_hash(&source, &out, &image, signed).map_err(|e| match e {
         Copy::Io(e) if e.kind() == ErrorKind::UnexpectedEof => {
             Error::Input(format!("{}: changed while it was read", input.display()))
         }
@@ -119,6 +130,35 @@ impl From<std::io::Error> for Copy {
     }
 }
 
+/// The temporary file the signed image is written to.
+struct Output<'a> {
+    file: &'a File,
+    /// Start writing each piece back to disk once written (see the
+    /// module's doc).
+    write_back: bool,
+}
+
+impl Output<'_> {
+    /// Writes `bytes` at file offset `at`.
+    fn write_at(&self, bytes: &[u8], at: u64) -> std::io::Result<()> {
+        self.file.write_all_at(bytes, at)?;
+        if self.write_back {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a plain system call on a file descriptor we hold.
+            // A hint: a file system that cannot do it is not an error.
+            unsafe {
+                libc::sync_file_range(
+                    self.file.as_raw_fd(),
+                    at as libc::off64_t,
+                    bytes.len() as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Copies the image's prefix and `signed` sections from `source` to the
 /// same offsets of `out`, each read once into memory, checked against
 /// its XXH3-64 hash (an image with damaged bytes is not signed), hashed
@@ -126,17 +166,18 @@ impl From<std::io::Error> for Copy {
 /// parallel on all cores. Returns the digest of what was written.
 fn copy_and_hash(
     source: &File,
-    out: &File,
+    out: &Output<'_>,
     image: &Image,
     signed: &[Section],
 ) -> std::result::Result<ImageDigest, Copy> {
+    let kind = DigestKind::NEWEST;
     let copy = |buf: &mut Vec<u8>, start: u64, end: u64| -> std::io::Result<[u8; 32]> {
         let len = usize::try_from(end.saturating_sub(start))
             .map_err(|_| std::io::Error::other("a section too large to copy"))?;
         buf.resize(len, 0);
         source.read_exact_at(buf, start)?;
-        let hash = hoard_trust::digest::hash(buf);
-        out.write_all_at(buf, start)?;
+        let hash = kind.hash(buf);
+        out.write_at(buf, start)?;
         Ok(hash)
     };
     let prefix_hash = copy(&mut Vec::new(), 0, image.offset())?;
@@ -153,6 +194,7 @@ fn copy_and_hash(
         })
         .collect::<std::result::Result<_, Copy>>()?;
     Ok(ImageDigest {
+        kind,
         prefix_len: image.offset(),
         prefix_hash,
         sections,
