@@ -584,9 +584,12 @@ fn failures_and_interruptions_leave_no_image() {
     );
     assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
     // Ctrl-C or SIGTERM while the build is under way (here waiting for
-    // its archive on standard input, which never comes; a build busy
-    // compressing a large block stops as promptly): exit 128 + the
-    // signal, the temporary file removed.
+    // the rest of its archive on standard input, which never comes; a
+    // build busy compressing a large block stops as promptly): exit 128
+    // + the signal, the temporary file and the archive's spool removed.
+    write(&dir.path().join("small"), "f", &noise(64 << 10, 1));
+    sh(dir.path(), "tar -cf small.tar small");
+    let archive = std::fs::read(dir.path().join("small.tar")).unwrap();
     for signal in [libc::SIGINT, libc::SIGTERM] {
         let mut child = hoard()
             .args(["create", "-i", "-", "-o"])
@@ -595,8 +598,10 @@ fn failures_and_interruptions_leave_no_image() {
             .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, &archive[..archive.len() / 2]).unwrap();
         let started = std::time::Instant::now();
-        while leftovers(&out).is_empty() {
+        while leftovers(&out).len() < 2 {
             assert!(started.elapsed().as_secs() < 120, "no temporary file");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
@@ -612,6 +617,7 @@ fn failures_and_interruptions_leave_no_image() {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         };
+        drop(stdin);
         assert_eq!(status.code(), Some(128 + signal));
         assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
     }

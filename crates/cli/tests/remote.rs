@@ -1281,8 +1281,9 @@ fn images_stream_to_s3_byte_for_byte_without_a_local_copy() {
 
 /// A build to S3 that fails once parts are stored (the object appeared
 /// meanwhile: it is not overwritten), or that SIGINT or SIGTERM stops
-/// (here while it waits for its archive on standard input): one line,
-/// and the upload aborted, leaving no object, no part and no local file.
+/// (here while it waits for its archive on standard input, its spool
+/// made): one line, and the upload aborted, leaving no object, no part
+/// and no local file.
 #[test]
 fn a_failed_or_interrupted_upload_leaves_no_object_and_no_parts() {
     if !python_ok() {
@@ -1295,6 +1296,7 @@ fn a_failed_or_interrupted_upload_leaves_no_object_and_no_parts() {
     moto.put("images", "placeholder", &small);
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
+    let archive = std::fs::read(dir.path().join("tree.tar")).unwrap();
     let start = |key: &str| {
         hoard()
             .env("HOARD_REMOTE", UPLOAD_REMOTE)
@@ -1317,15 +1319,24 @@ fn a_failed_or_interrupted_upload_leaves_no_object_and_no_parts() {
     for signal in [libc::SIGINT, libc::SIGTERM] {
         let mut child = start("cut.dwarfs");
         moto.wait_for_upload("images");
+        // The archive's spool in $TMPDIR is made once its start is read.
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&archive[..archive.len() / 2]).unwrap();
+        let started = Instant::now();
+        while std::fs::read_dir(&tmp).unwrap().count() == 0 {
+            assert!(started.elapsed().as_secs() < 120, "no spool made");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         unsafe { libc::kill(child.id() as i32, signal) };
         let status = child.wait().unwrap();
+        drop(stdin);
         assert_eq!(status.code(), Some(128 + signal));
         assert_eq!(moto.contents("images"), "placeholder\nno uploads pending\n");
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
     }
     let mut child = start("late.dwarfs");
     moto.wait_for_upload("images");
     moto.put("images", "late.dwarfs", &small);
-    let archive = std::fs::read(dir.path().join("tree.tar")).unwrap();
     child.stdin.take().unwrap().write_all(&archive).unwrap();
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -32,6 +32,7 @@
 //! images is refused.
 
 use crate::metadata::{adjust, AttrOptions};
+use crate::scratch::ScratchDir;
 use crate::tree::{Attrs, Entry, Kind, Name, Source, Time, Tree};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
@@ -142,13 +143,9 @@ pub fn subtract(
     let holes = if cut.attributes_only.is_empty() {
         None
     } else {
-        let dir = tempfile::Builder::new()
-            .prefix(".hoard-metacopy-")
-            .tempdir()
-            .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
-        Some(dir)
+        Some(ScratchDir::new_in(&std::env::temp_dir(), "metacopy")?)
     };
-    let (mut tree, counts) = cut.build(holes.as_ref().map(tempfile::TempDir::path))?;
+    let (mut tree, counts) = cut.build(holes.as_ref().map(ScratchDir::path))?;
     let root = &mut tree.entries[0].xattrs;
     root.retain(|(n, _)| n != BASE_XATTR);
     root.push((BASE_XATTR.to_vec(), base.chain_id().into_bytes()));
@@ -167,7 +164,7 @@ pub struct Layer {
     pub counts: DeltaCounts,
     /// Where the sparse files standing for metacopy files' contents are;
     /// it must live as long as the build reads them.
-    pub holes: Option<tempfile::TempDir>,
+    pub holes: Option<ScratchDir>,
 }
 
 fn base_error(e: hoard_reader::Error) -> Error {

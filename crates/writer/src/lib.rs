@@ -54,6 +54,7 @@ pub mod pipeline;
 pub mod reference;
 pub mod rewrite;
 pub mod scan;
+pub mod scratch;
 pub mod segment;
 pub mod sign;
 mod streams;

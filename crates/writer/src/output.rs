@@ -11,6 +11,7 @@
 //! whole file and is planned for its final size, is first built in a
 //! temporary file of `$TMPDIR`, then uploaded.
 
+use crate::scratch::ScratchFile;
 use crate::{Error, Result};
 use hoard_format::section::{
     encode_header_v2, encode_index_entry, Compression, IndexEntry, SectionType, Version,
@@ -23,47 +24,23 @@ use hoard_trust::{SecretKey, Signature};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tempfile::NamedTempFile;
 
-/// The temporary files of the images being written in this process, for
-/// [`remove_partial_images`].
-static PARTIAL: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-/// Removes the temporary file of every image this process is writing,
-/// and aborts every upload of one, for a process about to exit on a
-/// signal: a build can take minutes to reach a point where it checks its
-/// cancel flag (one large block being compressed). No image can be
-/// started afterwards (the lists stay locked), and one renamed into
-/// place (or whose upload completed) already is complete.
+/// Removes the temporary files and directories of every build of this
+/// process (see [`crate::scratch`]) and aborts every upload of one, for
+/// a process about to exit on a signal: a build can take minutes to
+/// reach a point where it checks its cancel flag (one large block being
+/// compressed). No image can be started afterwards (the lists stay
+/// locked), and one renamed into place (or whose upload completed)
+/// already is complete.
 pub fn remove_partial_images() {
     hoard_remote::upload::abort_all();
-    let partial = PARTIAL.lock().unwrap_or_else(|p| p.into_inner());
-    for path in partial.iter() {
-        let _ = std::fs::remove_file(path);
-    }
-    std::mem::forget(partial);
-}
-
-/// A temporary file listed in [`PARTIAL`] while it lives.
-struct Listed(PathBuf);
-
-impl Drop for Listed {
-    fn drop(&mut self) {
-        let mut partial = PARTIAL.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = partial.iter().position(|p| *p == self.0) {
-            partial.swap_remove(i);
-        }
-    }
+    crate::scratch::remove_all();
 }
 
 /// Where the bytes of an image go.
 enum Sink {
-    /// A temporary file (listed in [`PARTIAL`] while it lives), renamed
-    /// into place or uploaded when complete.
-    File {
-        out: BufWriter<NamedTempFile>,
-        _listed: Listed,
-    },
+    /// A temporary file, renamed into place or uploaded when complete.
+    File(BufWriter<ScratchFile>),
     /// The parts of an upload, sent as written.
     Upload(Box<Upload>),
 }
@@ -71,7 +48,7 @@ enum Sink {
 impl Sink {
     fn writer(&mut self) -> &mut dyn Write {
         match self {
-            Sink::File { out, .. } => out,
+            Sink::File(out) => out,
             Sink::Upload(upload) => upload.as_mut(),
         }
     }
@@ -79,7 +56,7 @@ impl Sink {
     /// The temporary file, flushed.
     fn file(&mut self) -> std::io::Result<Option<&std::fs::File>> {
         match self {
-            Sink::File { out, .. } => {
+            Sink::File(out) => {
                 out.flush()?;
                 Ok(Some(out.get_ref().as_file()))
             }
@@ -252,7 +229,7 @@ impl ImageFile {
     /// can leave it out.
     pub fn identity(&self) -> Option<(u64, u64)> {
         use std::os::unix::fs::MetadataExt;
-        let Sink::File { out, .. } = &self.sink else {
+        let Sink::File(out) = &self.sink else {
             return None;
         };
         let m = out.get_ref().as_file().metadata().ok()?;
@@ -364,7 +341,7 @@ impl ImageFile {
             return Ok(());
         }
         self.start_write_back()?;
-        let Sink::File { out, .. } = &self.sink else {
+        let Sink::File(out) = &self.sink else {
             return Ok(());
         };
         let file = out
@@ -416,9 +393,9 @@ impl ImageFile {
             self.wait_for_sync(sync)?;
         }
         let target = self.target.clone();
-        let (out, _listed) = match self.sink {
+        let out = match self.sink {
             Sink::Upload(upload) => return upload.complete(self.force).map_err(Error::Input),
-            Sink::File { out, _listed } => (out, _listed),
+            Sink::File(out) => out,
         };
         let tmp = out
             .into_inner()
@@ -452,13 +429,8 @@ impl ImageFile {
             .metadata()
             .map_err(|e| Error::io(&target, e))?
             .len();
-        if self.force {
-            tmp.persist(&target)
-                .map_err(|e| Error::io(&target, e.error))?;
-        } else {
-            tmp.persist_noclobber(&target)
-                .map_err(|e| Error::io(&target, e.error))?;
-        }
+        tmp.persist(&target, self.force)
+            .map_err(|e| Error::io(&target, e))?;
         Ok(size)
     }
 
@@ -544,19 +516,8 @@ impl ImageFile {
     }
 }
 
-/// A new temporary file in `dir`, listed in [`PARTIAL`].
+/// A new temporary file in `dir`.
 fn temporary_file(dir: &Path) -> Result<Sink> {
-    // Made and listed at once, so that a signal cannot come between.
-    let mut partial = PARTIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let tmp = tempfile::Builder::new()
-        .prefix(".hoard-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir, e))?;
-    partial.push(tmp.path().to_path_buf());
-    drop(partial);
-    Ok(Sink::File {
-        _listed: Listed(tmp.path().to_path_buf()),
-        out: BufWriter::with_capacity(1 << 20, tmp),
-    })
+    let tmp = ScratchFile::new_in(dir)?;
+    Ok(Sink::File(BufWriter::with_capacity(1 << 20, tmp)))
 }

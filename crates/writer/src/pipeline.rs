@@ -522,7 +522,7 @@ struct Subtracted {
     counts: Option<DeltaCounts>,
     /// The directory of metacopy files' stand-in contents, to keep while
     /// building.
-    holes: Option<tempfile::TempDir>,
+    holes: Option<crate::scratch::ScratchDir>,
     /// For a delta layer, the bases.
     base: Option<DeltaBase>,
 }

@@ -119,7 +119,7 @@ pub struct Scanned {
     pub warnings: Vec<String>,
     /// Where an archive input's file contents were spooled; it must live
     /// as long as the build reads them.
-    pub spool: Option<tempfile::TempDir>,
+    pub spool: Option<crate::scratch::ScratchDir>,
 }
 
 /// A scanned directory entry, before it is numbered.

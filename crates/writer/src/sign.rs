@@ -10,6 +10,7 @@
 //! leave the old name with no data, and that flush then finds the disk
 //! already busy with most of it instead of starting it at the end.
 
+use crate::scratch::ScratchFile;
 use crate::{Error, Result};
 use hoard_format::section::{self, HeaderLayout, SectionType, Version, V2_HEADER_SIZE};
 use hoard_reader::{Image, OpenOptions, Section};
@@ -63,11 +64,7 @@ pub fn sign_image(input: &Path, output: &Path, key: &SecretKey, force: bool) -> 
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".hoard-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(dir, e))?;
+    let mut tmp = ScratchFile::new_in(dir)?;
     let io = |e| Error::io(output, e);
     let source = std::fs::File::open(input).map_err(|e| Error::io(input, e))?;
     let out = Output {
@@ -103,7 +100,7 @@ pub fn sign_image(input: &Path, output: &Path, key: &SecretKey, force: bool) -> 
         .permissions();
     tmp.as_file().set_permissions(mode).map_err(io)?;
     let size = tmp.as_file().metadata().map_err(io)?.len();
-    tmp.persist(output).map_err(|e| io(e.error))?;
+    tmp.persist(output, true).map_err(io)?;
     Ok(size)
 }
 

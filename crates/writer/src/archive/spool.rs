@@ -1,5 +1,6 @@
 //! Where an archive's file contents wait for the later stages.
 
+use crate::scratch::ScratchDir;
 use crate::{Error, Result};
 use hoard_archive::ArchiveReader;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Where file contents wait for the later stages: one file each in a
 /// temporary directory.
 pub(crate) struct Spool {
-    dir: tempfile::TempDir,
+    dir: ScratchDir,
     next: u64,
     buf: Vec<u8>,
 }
@@ -18,10 +19,7 @@ impl Spool {
     /// A spool in a new directory inside `parent` (`$TMPDIR` if `None`).
     pub(crate) fn new(parent: Option<&Path>) -> Result<Self> {
         let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
-        let dir = tempfile::Builder::new()
-            .prefix(".hoard-spool-")
-            .tempdir_in(&parent)
-            .map_err(|e| Error::io(&parent, e))?;
+        let dir = ScratchDir::new_in(&parent, "spool")?;
         Ok(Spool {
             dir,
             next: 0,
@@ -107,7 +105,7 @@ impl Spool {
     }
 
     /// The spool's directory, to keep until the build ends.
-    pub(super) fn into_dir(self) -> tempfile::TempDir {
+    pub(super) fn into_dir(self) -> ScratchDir {
         self.dir
     }
 
