@@ -1328,10 +1328,12 @@ fn a_failed_or_interrupted_upload_leaves_no_object_and_no_parts() {
             std::thread::sleep(Duration::from_millis(20));
         }
         unsafe { libc::kill(child.id() as i32, signal) };
-        let status = child.wait().unwrap();
+        let out = child.wait_with_output().unwrap();
         drop(stdin);
-        assert_eq!(status.code(), Some(128 + signal));
-        assert_eq!(moto.contents("images"), "placeholder\nno uploads pending\n");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(128 + signal), "{err}");
+        let contents = moto.contents("images");
+        assert_eq!(contents, "placeholder\nno uploads pending\n", "{err}");
         assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
     }
     let mut child = start("late.dwarfs");
