@@ -14,6 +14,45 @@
 typedef struct hoard_image hoard_image;
 
 /*
+ What `hoard_open_layers` is told besides the images. All zero (`{0}`)
+ asks for the defaults: no signature required, no key for encrypted
+ images, 512 MiB of decompressed blocks kept.
+ */
+typedef struct {
+  /*
+   `n_trust` public key files (`hoard keygen`'s NAME.pub or OpenSSH
+   `ssh-ed25519` lines): when `n_trust` is not 0, every image must be
+   signed by one of their keys, and every block is checked against
+   the signature before use.
+   */
+  const char *const *trust;
+  /*
+   The number of strings `trust` points to.
+   */
+  size_t n_trust;
+  /*
+   `n_identity` identity files (age identities made by `age-keygen`,
+   or unencrypted OpenSSH private keys) that may open encrypted
+   images.
+   */
+  const char *const *identity;
+  /*
+   The number of strings `identity` points to.
+   */
+  size_t n_identity;
+  /*
+   A file whose first line is the passphrase of encrypted images, or
+   NULL.
+   */
+  const char *passphrase_file;
+  /*
+   Bytes of decompressed blocks kept for all layers together (0:
+   512 MiB).
+   */
+  size_t cache_size;
+} hoard_open_options;
+
+/*
  Called by [`hoard_readdir`] once per entry with its name, its
  attributes and the caller's `ctx`; returning non-zero stops the listing.
  */
@@ -84,6 +123,22 @@ hoard_image *hoard_open_stack(const char *const *paths, size_t count);
  `n_trust`.
  */
 hoard_image *hoard_open_stack_trusted(const char *const *paths, size_t count, const char *const *trust, size_t n_trust, size_t cache_size);
+
+/*
+ Opens the `count` images `paths` names, bottom layer first, as
+ `hoard_open_stack` does, with `options` (NULL for the defaults):
+ signatures required, keys for encrypted images (each layer of a stack
+ may be encrypted, to any of the identities given), the cache size.
+ Returns NULL on error (an image that cannot be opened, is not signed
+ by a trusted key, or is encrypted to none of the identities); see
+ `hoard_last_error`.
+
+ # Safety
+ `paths` points to `count` NUL-terminated strings; `options` is NULL
+ or points to a `hoard_open_options` whose lists hold as many
+ NUL-terminated strings as it says.
+ */
+hoard_image *hoard_open_layers(const char *const *paths, size_t count, const hoard_open_options *options);
 
 /*
  Like `hoard_open_with`, for an encrypted image: its data key is

@@ -120,18 +120,78 @@ pub unsafe extern "C" fn hoard_open_stack_trusted(
     n_trust: usize,
     cache_size: usize,
 ) -> *mut HoardImage {
+    let options = HoardOpenOptions {
+        trust,
+        n_trust,
+        cache_size,
+        ..HoardOpenOptions::default()
+    };
+    hoard_open_layers(paths, count, &options)
+}
+
+/// What `hoard_open_layers` is told besides the images. All zero (`{0}`)
+/// asks for the defaults: no signature required, no key for encrypted
+/// images, 512 MiB of decompressed blocks kept.
+#[repr(C)]
+pub struct HoardOpenOptions {
+    /// `n_trust` public key files (`hoard keygen`'s NAME.pub or OpenSSH
+    /// `ssh-ed25519` lines): when `n_trust` is not 0, every image must be
+    /// signed by one of their keys, and every block is checked against
+    /// the signature before use.
+    pub trust: *const *const c_char,
+    /// The number of strings `trust` points to.
+    pub n_trust: usize,
+    /// `n_identity` identity files (age identities made by `age-keygen`,
+    /// or unencrypted OpenSSH private keys) that may open encrypted
+    /// images.
+    pub identity: *const *const c_char,
+    /// The number of strings `identity` points to.
+    pub n_identity: usize,
+    /// A file whose first line is the passphrase of encrypted images, or
+    /// NULL.
+    pub passphrase_file: *const c_char,
+    /// Bytes of decompressed blocks kept for all layers together (0:
+    /// 512 MiB).
+    pub cache_size: usize,
+}
+
+impl Default for HoardOpenOptions {
+    fn default() -> Self {
+        HoardOpenOptions {
+            trust: std::ptr::null(),
+            n_trust: 0,
+            identity: std::ptr::null(),
+            n_identity: 0,
+            passphrase_file: std::ptr::null(),
+            cache_size: 0,
+        }
+    }
+}
+
+/// Opens the `count` images `paths` names, bottom layer first, as
+/// `hoard_open_stack` does, with `options` (NULL for the defaults):
+/// signatures required, keys for encrypted images (each layer of a stack
+/// may be encrypted, to any of the identities given), the cache size.
+/// Returns NULL on error (an image that cannot be opened, is not signed
+/// by a trusted key, or is encrypted to none of the identities); see
+/// `hoard_last_error`.
+///
+/// # Safety
+/// `paths` points to `count` NUL-terminated strings; `options` is NULL
+/// or points to a `hoard_open_options` whose lists hold as many
+/// NUL-terminated strings as it says.
+#[no_mangle]
+pub unsafe extern "C" fn hoard_open_layers(
+    paths: *const *const c_char,
+    count: usize,
+    options: *const HoardOpenOptions,
+) -> *mut HoardImage {
     let opened = guard(|| {
         let paths = c_paths(paths, count)?;
-        let mut options = FsOptions::default();
-        if n_trust > 0 {
-            let files = c_paths(trust, n_trust)?;
-            let keys = hoard_trust::TrustedKeys::load(&files)
-                .map_err(|e| (libc::EINVAL, e.to_string()))?;
-            options.open.trust = Some(keys);
-        }
-        if cache_size > 0 {
-            options.cache_size = cache_size;
-        }
+        let options = match options.as_ref() {
+            Some(o) => fs_options(o)?,
+            None => FsOptions::default(),
+        };
         open_stack(&paths, &options)
     });
     match opened {
@@ -141,6 +201,33 @@ pub unsafe extern "C" fn hoard_open_stack_trusted(
             std::ptr::null_mut()
         }
     }
+}
+
+/// The reader's options for `o`, with its key files loaded.
+unsafe fn fs_options(o: &HoardOpenOptions) -> Result<FsOptions, convert::Failure> {
+    let key_error = |e: hoard_trust::Error| (libc::EINVAL, e.to_string());
+    let mut options = FsOptions::default();
+    if o.n_trust > 0 {
+        let files = c_paths(o.trust, o.n_trust)?;
+        options.open.trust = Some(hoard_trust::TrustedKeys::load(&files).map_err(key_error)?);
+    }
+    if o.n_identity > 0 || !o.passphrase_file.is_null() {
+        let files = if o.n_identity > 0 {
+            c_paths(o.identity, o.n_identity)?
+        } else {
+            Vec::new()
+        };
+        let mut identities = hoard_trust::encrypt::Identities::load(&files).map_err(key_error)?;
+        if !o.passphrase_file.is_null() {
+            let file = c_paths(&o.passphrase_file, 1)?;
+            identities.add_passphrase(&file[0]).map_err(key_error)?;
+        }
+        options.open.identities = Some(Arc::new(identities));
+    }
+    if o.cache_size > 0 {
+        options.cache_size = o.cache_size;
+    }
+    Ok(options)
 }
 
 /// The `count` paths at `paths`.
@@ -211,36 +298,18 @@ pub unsafe extern "C" fn hoard_open_encrypted(
     passphrase_file: *const c_char,
     cache_size: usize,
 ) -> *mut HoardImage {
-    let opened = guard(|| {
-        let path = c_paths(&path, 1)?;
-        let files = if n_identity > 0 {
-            c_paths(identity, n_identity)?
-        } else {
-            Vec::new()
-        };
-        let key_error = |e: hoard_trust::Error| (libc::EINVAL, e.to_string());
-        let mut identities = hoard_trust::encrypt::Identities::load(&files).map_err(key_error)?;
-        if !passphrase_file.is_null() {
-            let file = c_paths(&passphrase_file, 1)?;
-            identities.add_passphrase(&file[0]).map_err(key_error)?;
-        }
-        if identities.is_empty() {
-            return Err((libc::EINVAL, "no identity or passphrase file given".into()));
-        }
-        let mut options = FsOptions::default();
-        options.open.identities = Some(Arc::new(identities));
-        if cache_size > 0 {
-            options.cache_size = cache_size;
-        }
-        open_stack(&path, &options)
-    });
-    match opened {
-        Ok(view) => Box::into_raw(Box::new(HoardImage { view })),
-        Err(e) => {
-            keep_error(&e.1);
-            std::ptr::null_mut()
-        }
+    if n_identity == 0 && passphrase_file.is_null() {
+        keep_error("no identity or passphrase file given");
+        return std::ptr::null_mut();
     }
+    let options = HoardOpenOptions {
+        identity,
+        n_identity,
+        passphrase_file,
+        cache_size,
+        ..HoardOpenOptions::default()
+    };
+    hoard_open_layers(&path, 1, &options)
 }
 
 /// The message of the last failure of a hoard function on the calling

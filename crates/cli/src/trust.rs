@@ -6,6 +6,7 @@
 use anyhow::{Context, Result};
 use hoard_trust::encrypt::{Identities, Recipients};
 use hoard_trust::{SecretKey, TrustedKeys};
+use hoard_writer::output::OutputOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -85,8 +86,8 @@ pub fn recipients(to: &[String], passphrase: Option<&Path>) -> Result<Option<Arc
     Ok(Some(Arc::new(recipients)))
 }
 
-/// How the image a command writes is protected (`create`, `rewrite`,
-/// `merge`): recovery data, a signature, encryption.
+/// What is added to the image a command writes (`create`, `rewrite`,
+/// `merge`): recovery data, a signature, encryption, a header.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OutputArgs {
     /// Add Reed-Solomon recovery data of PERCENT of the image (1-100), so
@@ -106,35 +107,33 @@ pub struct OutputArgs {
     /// (age's scrypt); readers need `--passphrase-file`.
     #[arg(long, value_name = "FILE", conflicts_with = "encrypt_to")]
     pub passphrase_file: Option<PathBuf>,
-}
-
-/// The protection [`OutputArgs`] names, with its keys loaded.
-pub struct OutputKeys {
-    /// Percent of recovery data, if any.
-    pub recovery: Option<u32>,
-    /// The key to sign with, if any.
-    pub sign: Option<Arc<SecretKey>>,
-    /// Who to encrypt to, if anyone.
-    pub encrypt: Option<Arc<Recipients>>,
+    /// File to put before the image (e.g. a shell script).
+    #[arg(long)]
+    pub header: Option<PathBuf>,
 }
 
 impl OutputArgs {
-    /// Loads the signing key and the recipients named.
-    pub fn load(&self) -> Result<OutputKeys> {
-        Ok(OutputKeys {
+    /// The writer's options for the image at `path` (overwritten if
+    /// `force`, flushed to disk if `fsync`): these arguments' header,
+    /// recovery data, signing key and recipients, read and loaded.
+    pub fn options(&self, path: &Path, force: bool, fsync: bool) -> Result<OutputOptions> {
+        let header = self
+            .header
+            .as_ref()
+            .map(|h| {
+                std::fs::read(h)
+                    .with_context(|| format!("cannot read header file '{}'", h.display()))
+            })
+            .transpose()?;
+        Ok(OutputOptions {
+            path: path.to_path_buf(),
+            force,
+            fsync,
+            header,
             recovery: self.recovery,
             sign: signing_key(self.sign.as_deref())?,
             encrypt: recipients(&self.encrypt_to, self.passphrase_file.as_deref())?,
         })
-    }
-}
-
-impl OutputKeys {
-    /// Sets these on a build's options.
-    pub fn apply(self, o: &mut hoard_writer::CreateOptions) {
-        o.recovery = self.recovery;
-        o.sign = self.sign;
-        o.encrypt = self.encrypt;
     }
 }
 

@@ -10,6 +10,7 @@ use hoard_writer::chmod::Chmod;
 use hoard_writer::filter::Filter;
 use hoard_writer::history;
 use hoard_writer::level::Level;
+use hoard_writer::output::OutputOptions;
 use hoard_writer::parse::{parse_resolution, parse_time, split, Given, StreamOptions};
 use hoard_writer::rewrite::{Rebuild, RewriteOptions};
 use hoard_writer::scan::{xattr_filter, InputList};
@@ -147,6 +148,33 @@ fn header(options: &Options<'_>) -> PyResult<Option<Vec<u8>>> {
     Ok(Some(std::fs::read(&path)?))
 }
 
+/// The image `path` and what options `force`, `fsync`, `header`,
+/// `recovery`, `sign` and `encrypt_to` or `passphrase_file` add to it.
+fn output_options(opts: &Options<'_>, path: PathBuf) -> PyResult<OutputOptions> {
+    Ok(OutputOptions {
+        path,
+        force: opts.flag("force")?,
+        fsync: opts.flag("fsync")?,
+        header: header(opts)?,
+        recovery: opts.take("recovery")?,
+        sign: signing_key(opts)?,
+        encrypt: recipients(opts)?,
+    })
+}
+
+/// The keys that open encrypted images read (options `identity` and
+/// `input_passphrase_file`), and whether option `decrypt` writes a plain
+/// image from them.
+type InputKeys = (Option<Arc<hoard_trust::encrypt::Identities>>, bool);
+
+/// The [`InputKeys`] the options name.
+fn input_keys(opts: &Options<'_>) -> PyResult<InputKeys> {
+    let identity = opts.take::<Vec<PathBuf>>("identity")?;
+    let passphrase = opts.take::<PathBuf>("input_passphrase_file")?;
+    let identities = crate::image::identities(identity, passphrase.as_deref())?;
+    Ok((identities, opts.flag("decrypt")?))
+}
+
 /// Builds the image `image_path` from the directory (or tar/cpio archive)
 /// `source`; see `hoard.create` for the options.
 #[pyfunction]
@@ -161,9 +189,8 @@ pub fn create<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let opts = Options::new(py, options)?;
     let arguments = opts.arguments("hoard.create", &[&source, &image_path], level)?;
-    let mut o = CreateOptions::at_level(source, image_path, level_of(level)?);
-    o.force = opts.flag("force")?;
-    o.fsync = opts.flag("fsync")?;
+    let mut o = CreateOptions::at_level(source, image_path.clone(), level_of(level)?);
+    o.output = output_options(&opts, image_path)?;
     if let Some(b) = opts.take("block_size_bits")? {
         o.block_size_bits = b;
     }
@@ -238,11 +265,8 @@ pub fn create<'py>(
         o.pack = PackOptions::parse(&pack).map_err(value_error)?;
     }
     o.section_index = !opts.flag("no_section_index")?;
-    o.recovery = opts.take("recovery")?;
-    o.sign = signing_key(&opts)?;
-    o.encrypt = recipients(&opts)?;
-    o.header = header(&opts)?;
     o.delta = delta(&opts)?;
+    (o.identities, o.decrypt) = input_keys(&opts)?;
     o.history = history_entry(&opts, arguments, now)?;
     opts.finish("create")?;
 
@@ -476,12 +500,11 @@ pub fn rewrite(
         Some(o) => o.parse().map_err(PyValueError::new_err)?,
         None => Default::default(),
     };
+    let (identities, decrypt) = input_keys(&opts)?;
     let options = RewriteOptions {
         input: source,
         offset,
-        output: image_path,
-        force: opts.flag("force")?,
-        fsync: opts.flag("fsync")?,
+        output: output_options(&opts, image_path)?,
         data_compression: blocks.then(|| compression.general.unwrap_or_else(|| level.data.into())),
         per_category: compression.per_category,
         metadata_compression: metadata
@@ -505,13 +528,9 @@ pub fn rewrite(
             .unwrap_or_else(hoard_writer::pipeline::default_memory_limit),
         history: history_entry(&opts, arguments, now)?,
         section_index: !opts.flag("no_section_index")?,
-        recovery: opts.take("recovery")?,
-        sign: signing_key(&opts)?,
         trust: None,
-        encrypt: None,
-        identities: None,
-        decrypt: false,
-        header: header(&opts)?,
+        identities,
+        decrypt,
     };
     opts.finish("rewrite")?;
     let progress = Default::default();

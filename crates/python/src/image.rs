@@ -110,6 +110,24 @@ fn resolve(view: &Stack, path: &Path, follow: bool) -> PyResult<u64> {
         .map_err(|e| reader_error(e, &text, false))
 }
 
+/// The identity files `identity` and the passphrase in
+/// `passphrase_file`, loaded; `None` when neither is given.
+pub(crate) fn identities(
+    identity: Option<Vec<PathBuf>>,
+    passphrase_file: Option<&Path>,
+) -> PyResult<Option<Arc<hoard_trust::encrypt::Identities>>> {
+    if identity.is_none() && passphrase_file.is_none() {
+        return Ok(None);
+    }
+    let error = |e: hoard_trust::Error| PyValueError::new_err(e.to_string());
+    let mut ids =
+        hoard_trust::encrypt::Identities::load(&identity.unwrap_or_default()).map_err(error)?;
+    if let Some(p) = passphrase_file {
+        ids.add_passphrase(p).map_err(error)?;
+    }
+    Ok(Some(Arc::new(ids)))
+}
+
 /// Opens `paths` as a stack, bottom layer first, sharing one block cache;
 /// a layer not made on the images below it is refused unless `force`.
 fn open_stack(paths: &[PathBuf], options: &FsOptions, force: bool) -> PyResult<Stack> {
@@ -180,15 +198,7 @@ impl Image {
                 .map_err(|e| PyValueError::new_err(e.to_string()))?;
             options.open.trust = Some(keys);
         }
-        if identity.is_some() || passphrase_file.is_some() {
-            let mut ids = hoard_trust::encrypt::Identities::load(&identity.unwrap_or_default())
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
-            if let Some(p) = &passphrase_file {
-                ids.add_passphrase(p)
-                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
-            }
-            options.open.identities = Some(Arc::new(ids));
-        }
+        options.open.identities = identities(identity, passphrase_file.as_deref())?;
         if let Some(size) = cache_size {
             options.cache_size = size;
         }

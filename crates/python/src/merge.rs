@@ -55,7 +55,7 @@ pub fn merge<'py>(
     let mut o = CreateOptions::at_level(first, image_path, level);
     o.merge = Some(spec);
     o.categorize = None;
-    o.force = force;
+    o.output.force = force;
     let now = history::now().map_err(|e| PyValueError::new_err(e.to_string()))?;
     o.history = Some(history::this_run(
         vec!["hoard.merge".into()],

@@ -28,3 +28,39 @@ def test_encrypted_image_opens_with_its_identity_only(tree, tmp_path):
         hoard.Image(image, identity=[wrong])
     with pytest.raises(hoard.ImageError, match="encrypted"):
         hoard.Image(image)
+
+
+def test_rewrite_encrypts_a_plain_image(tree, tmp_path):
+    identity, recipient = age_identity(tmp_path, "id")
+    plain = tmp_path / "plain.dwarfs"
+    hoard.create(tree, plain, level=1)
+    image = tmp_path / "enc.dwarfs"
+    hoard.rewrite(plain, image, level=1, encrypt_to=[recipient])
+    with pytest.raises(hoard.ImageError, match="encrypted"):
+        hoard.Image(image)
+    with hoard.Image(image, identity=[identity]) as img:
+        with img.open("readme.txt") as f:
+            assert f.read() == (tree / "readme.txt").read_bytes()
+
+
+def test_encrypted_images_are_read_to_write_others_with_their_identity(
+        tree, tmp_path):
+    identity, recipient = age_identity(tmp_path, "id")
+    base = tmp_path / "base.dwarfs"
+    hoard.create(tree, base, level=1, encrypt_to=[recipient])
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    (changed / "readme.txt").write_bytes(b"new\n")
+    layer = tmp_path / "layer.dwarfs"
+    with pytest.raises(hoard.ImageError, match="encrypted"):
+        hoard.create(changed, layer, level=1, base=base)
+    hoard.create(changed, layer, level=1, base=base, identity=[identity],
+                 encrypt_to=[recipient])
+    with hoard.Image([base, layer], identity=[identity]) as img:
+        with img.open("readme.txt") as f:
+            assert f.read() == b"new\n"
+    plain = tmp_path / "plain.dwarfs"
+    hoard.rewrite(base, plain, level=1, identity=[identity], decrypt=True)
+    with hoard.Image(plain) as img:
+        with img.open("readme.txt") as f:
+            assert f.read() == (tree / "readme.txt").read_bytes()

@@ -209,7 +209,7 @@ pub(crate) fn stored_contents(
 pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     let stack = open(options)?;
     let layers = stack.layers();
-    let image = ImageFile::for_build(options)?;
+    let image = ImageFile::create(&options.output)?;
     let scan = image_scan_options(&options.scan);
     let spool = Spool::new(scan.spool_dir.as_deref())?;
     let progress = ScanProgress::default();

@@ -62,7 +62,7 @@ fn readable(image: &Image, options: &CreateOptions) -> std::result::Result<(), S
             encryption.wrapping()
         ));
     }
-    if options.encrypt.is_none() && !options.decrypt {
+    if options.output.encrypt.is_none() && !options.decrypt {
         return Err(
             "it is encrypted: encrypt the output too (--encrypt-to or --passphrase-file) or say --decrypt"
                 .into(),

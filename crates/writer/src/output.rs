@@ -65,6 +65,41 @@ impl Sink {
     }
 }
 
+/// Where an image goes and what is added to it: everything a command
+/// that writes an image (`create`, `rewrite`, `merge`) is told about its
+/// output.
+#[derive(Debug, Clone, Default)]
+pub struct OutputOptions {
+    /// The image to write: a path or an `s3://bucket/key` URL.
+    pub path: PathBuf,
+    /// Overwrite an existing image.
+    pub force: bool,
+    /// Flush the image to disk before renaming it into place, so that
+    /// not even a power failure right after leaves a partial image under
+    /// the target name. Off, as for `mkdwarfs`, `mksquashfs` and `tar`:
+    /// an interrupted build leaves nothing behind either way, and on a
+    /// small tree the flush can take longer than the build.
+    pub fsync: bool,
+    /// Bytes to put before the image (`--header`).
+    pub header: Option<Vec<u8>>,
+    /// Add Reed-Solomon recovery data of this many percent of the image.
+    pub recovery: Option<u32>,
+    /// Sign the image with this key (see the hoard-trust crate).
+    pub sign: Option<Arc<SecretKey>>,
+    /// Encrypt the image to these recipients (see the hoard-trust crate).
+    pub encrypt: Option<Arc<Recipients>>,
+}
+
+impl OutputOptions {
+    /// A plain image at `path`, which must not exist yet.
+    pub fn to(path: PathBuf) -> Self {
+        OutputOptions {
+            path,
+            ..OutputOptions::default()
+        }
+    }
+}
+
 /// An image being written.
 pub struct ImageFile {
     /// The path or `s3://` URL it becomes.
@@ -102,19 +137,16 @@ pub struct ImageFile {
 const WRITE_BACK_EVERY: u64 = 16 << 20;
 
 impl ImageFile {
-    /// Starts an image that will become `target` (which must not exist
-    /// unless `force`), a path or an `s3://bucket/key` URL, writing
-    /// `header` before the first section; `recovery` is the percentage
-    /// of recovery data [`ImageFile::finish`] appends, if any.
-    pub fn create(
-        target: &Path,
-        force: bool,
-        header: Option<&[u8]>,
-        recovery: Option<u32>,
-    ) -> Result<Self> {
-        let object = crate::objects::s3_output(target);
-        let (mut sink, upload_to) = match object {
-            Some((bucket, key)) if recovery.is_none() => (
+    /// Starts the image `options` describe: its target (which must not
+    /// exist unless `force`), a path or an `s3://bucket/key` URL, with
+    /// the header before the first section, and, as asked, the image
+    /// encrypted (its key section written first), then signed, then
+    /// given recovery data by [`ImageFile::finish`].
+    pub fn create(options: &OutputOptions) -> Result<Self> {
+        let target = options.path.as_path();
+        let force = options.force;
+        let (mut sink, upload_to) = match crate::objects::s3_output(target) {
+            Some((bucket, key)) if options.recovery.is_none() => (
                 Sink::Upload(Box::new(crate::objects::start_upload(bucket, key, force)?)),
                 None,
             ),
@@ -142,11 +174,11 @@ impl ImageFile {
                 (temporary_file(dir)?, None)
             }
         };
-        let prefix = header.unwrap_or_default().to_vec();
+        let prefix = options.header.clone().unwrap_or_default();
         sink.writer()
             .write_all(&prefix)
             .map_err(|e| Error::io(target, e))?;
-        Ok(ImageFile {
+        let mut image = ImageFile {
             target: target.to_path_buf(),
             sink,
             upload_to,
@@ -157,57 +189,21 @@ impl ImageFile {
             hashes: Vec::new(),
             written_back: 0,
             syncing: None,
-            fsync: false,
-            sign: None,
+            fsync: options.fsync,
+            sign: options.sign.clone(),
             cipher: None,
-            recovery,
-        })
-    }
-
-    /// Starts the image a build with `options` writes: its output, header,
-    /// recovery data, fsync, signing key and recipients.
-    pub(crate) fn for_build(options: &crate::CreateOptions) -> Result<Self> {
-        ImageFile::create(
-            &options.output,
-            options.force,
-            options.header.as_deref(),
-            options.recovery,
-        )?
-        .with_fsync(options.fsync)
-        .with_signing_key(options.sign.clone())
-        .with_encryption(options.encrypt.as_deref())
-    }
-
-    /// Makes [`ImageFile::finish`] flush the image to disk before it
-    /// renames it into place (when `fsync`), so that not even a power
-    /// failure right after leaves a partial image under the target name.
-    /// Off, as for `mkdwarfs`, `mksquashfs` and `tar`: a build that is
-    /// interrupted leaves nothing behind either way, and on a small tree
-    /// the flush can take longer than the build.
-    pub fn with_fsync(mut self, fsync: bool) -> Self {
-        self.fsync = fsync;
-        self
-    }
-
-    /// Makes [`ImageFile::finish`] sign the image with `key`, if given.
-    pub fn with_signing_key(mut self, key: Option<Arc<SecretKey>>) -> Self {
-        self.sign = key;
-        self
-    }
-
-    /// Makes the image encrypted to `recipients`, if given: a new data
-    /// key is drawn, its key section written as the first section, and
-    /// every section after it but the index sealed. Call it before any
-    /// section is written.
-    pub fn with_encryption(mut self, recipients: Option<&Recipients>) -> Result<Self> {
-        let Some(recipients) = recipients else {
-            return Ok(self);
+            recovery: options.recovery,
         };
-        if !self.index.is_empty() {
-            return Err(Error::Input(
-                "internal error: encryption asked for after the first section".into(),
-            ));
+        if let Some(recipients) = &options.encrypt {
+            image.encrypt_to(recipients)?;
         }
+        Ok(image)
+    }
+
+    /// Makes the image encrypted to `recipients`: a new data key is
+    /// drawn, its key section written as the first section, and every
+    /// section after it but the index sealed.
+    fn encrypt_to(&mut self, recipients: &Recipients) -> Result<()> {
         let cipher = SectionCipher::generate().map_err(|e| Error::Input(e.to_string()))?;
         let key = KeySection::wrap(&cipher, recipients).map_err(|e| Error::Input(e.to_string()))?;
         self.section(
@@ -216,7 +212,7 @@ impl ImageFile {
             &key.payload(),
         )?;
         self.cipher = Some(Arc::new(cipher));
-        Ok(self)
+        Ok(())
     }
 
     /// The data key sections are sealed with, for compression workers

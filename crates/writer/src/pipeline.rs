@@ -9,7 +9,7 @@ use crate::filter::Filter;
 use crate::level::Level;
 use crate::metadata::{build, AttrOptions, Inputs};
 use crate::order::Order;
-use crate::output::ImageFile;
+use crate::output::{ImageFile, OutputOptions};
 use crate::reference::References;
 use crate::scan::{scan, ScanOptions, ScanProgress, Scanned};
 use crate::segment::SegmentStats;
@@ -32,12 +32,8 @@ pub struct CreateOptions {
     /// The directory to pack, or a tar or cpio archive (`-`: standard
     /// input).
     pub input: PathBuf,
-    /// The image to write.
-    pub output: PathBuf,
-    /// Overwrite an existing image.
-    pub force: bool,
-    /// Flush the image to disk before renaming it into place.
-    pub fsync: bool,
+    /// The image to write, and what is added to it.
+    pub output: OutputOptions,
     /// Block size, as a power of two.
     pub block_size_bits: u32,
     /// Block compression spec (`zstd:level=19`, ...).
@@ -77,19 +73,11 @@ pub struct CreateOptions {
     pub history: Option<HistoryEntry>,
     /// Write a section index.
     pub section_index: bool,
-    /// Add Reed-Solomon recovery data of this many percent of the image.
-    pub recovery: Option<u32>,
-    /// Sign the image with this key (see the hoard-trust crate).
-    pub sign: Option<Arc<hoard_trust::SecretKey>>,
-    /// Encrypt the image to these recipients (see the hoard-trust crate).
-    pub encrypt: Option<Arc<hoard_trust::encrypt::Recipients>>,
     /// Open encrypted images read (bases, layers to flatten, parts to
     /// merge) with these (see [`crate::inputs`]).
     pub identities: Option<Arc<hoard_trust::encrypt::Identities>>,
     /// Write a plain image though images read are encrypted.
     pub decrypt: bool,
-    /// Bytes to put before the image (`--header`).
-    pub header: Option<Vec<u8>>,
     /// Categorizers to run (`--categorize`); None runs none.
     pub categorize: Option<CategorizeOptions>,
     /// Per-category settings (`-C cat::spec`, `--order cat::...`, ...).
@@ -136,9 +124,7 @@ impl CreateOptions {
     pub fn at_level(input: PathBuf, output: PathBuf, level: Level) -> Self {
         CreateOptions {
             input,
-            output,
-            force: false,
-            fsync: false,
+            output: OutputOptions::to(output),
             block_size_bits: level.block_size_bits,
             data_compression: level.data.into(),
             metadata_compression: level.metadata.into(),
@@ -157,12 +143,8 @@ impl CreateOptions {
             pack: PackOptions::default(),
             history: None,
             section_index: true,
-            recovery: None,
-            sign: None,
-            encrypt: None,
             identities: None,
             decrypt: false,
-            header: None,
             categorize: (!level.categorizers.is_empty()).then(|| CategorizeOptions {
                 categorizers: level.categorizers.to_vec(),
                 incompressible: Default::default(),
@@ -328,7 +310,7 @@ pub fn create(
     cancel: Arc<AtomicBool>,
 ) -> Result<Summary> {
     validate(options)?;
-    let mut image = ImageFile::for_build(options)?;
+    let mut image = ImageFile::create(&options.output)?;
     progress.set(Phase::Scanning);
     let scanned = scan_input(options, &image, &progress.scan)?;
     check(&cancel)?;
@@ -458,14 +440,16 @@ fn scan_input(
     let mut scan_options = options.scan.clone();
     scan_options.exclude.extend(image.identity());
     // Beside the output, unless it goes to S3 ($TMPDIR then).
-    if scan_options.spool_dir.is_none() && crate::objects::s3_output(&options.output).is_none() {
+    if scan_options.spool_dir.is_none() && crate::objects::s3_output(&options.output.path).is_none()
+    {
         let dir = options
             .output
+            .path
             .parent()
             .filter(|p| !p.as_os_str().is_empty());
         scan_options.spool_dir = Some(dir.unwrap_or(Path::new(".")).to_path_buf());
     }
-    if let Ok(m) = std::fs::metadata(&options.output) {
+    if let Ok(m) = std::fs::metadata(&options.output.path) {
         use std::os::unix::fs::MetadataExt;
         scan_options.exclude.push((m.dev(), m.ino()));
     }

@@ -8,7 +8,7 @@
 
 use crate::blocks::{compress_blocks, compressor_memory, BlockProgress, PoolLimits, StreamCodec};
 use crate::chmod::Chmod;
-use crate::output::ImageFile;
+use crate::output::{ImageFile, OutputOptions};
 use crate::pipeline::{metadata_widths, pack_section};
 use crate::{Error, Result};
 use hoard_format::history::{decode_history, HistoryEntry};
@@ -40,12 +40,8 @@ pub struct RewriteOptions {
     pub input: PathBuf,
     /// Where it starts in its file.
     pub offset: ImageOffset,
-    /// The image to write.
-    pub output: PathBuf,
-    /// Overwrite an existing output.
-    pub force: bool,
-    /// Flush the image to disk before renaming it into place.
-    pub fsync: bool,
+    /// The image to write, and what is added to it.
+    pub output: OutputOptions,
     /// New block compression; `None` copies blocks as they are.
     pub data_compression: Option<String>,
     /// New block compression of the blocks of some categories (by
@@ -68,23 +64,14 @@ pub struct RewriteOptions {
     pub history: Option<HistoryEntry>,
     /// Write a section index.
     pub section_index: bool,
-    /// Add Reed-Solomon recovery data of this many percent of the image.
-    pub recovery: Option<u32>,
-    /// Sign the image with this key (see the hoard-trust crate).
-    pub sign: Option<std::sync::Arc<hoard_trust::SecretKey>>,
     /// Open the input only if signed by one of these keys.
     pub trust: Option<hoard_trust::TrustedKeys>,
-    /// Encrypt the image to these recipients (see the hoard-trust crate);
-    /// `None` writes a plain image.
-    pub encrypt: Option<Arc<hoard_trust::encrypt::Recipients>>,
     /// Open an encrypted input with one of these.
     pub identities: Option<Arc<hoard_trust::encrypt::Identities>>,
     /// Write an encrypted input as a plain image. Without it (or
     /// `encrypt`), an encrypted input is refused: its data key is never
     /// reused for other bytes.
     pub decrypt: bool,
-    /// Bytes to put before the image.
-    pub header: Option<Vec<u8>>,
 }
 
 /// Sizes before and after.
@@ -208,7 +195,7 @@ pub fn rewrite(
                 encryption.wrapping()
             )));
         }
-        if options.encrypt.is_none() && !options.decrypt {
+        if options.output.encrypt.is_none() && !options.decrypt {
             return Err(Error::Input(
                 "the image is encrypted: say how to write it, --decrypt or --encrypt-to/--passphrase-file".into(),
             ));
@@ -219,15 +206,7 @@ pub fn rewrite(
     let image = fs.image();
     let metadata = fs.metadata().map_err(reader_error)?;
     let block_size = metadata.block_size as usize;
-    let mut out = ImageFile::create(
-        &options.output,
-        options.force,
-        options.header.as_deref(),
-        options.recovery,
-    )?
-    .with_fsync(options.fsync)
-    .with_signing_key(options.sign.clone())
-    .with_encryption(options.encrypt.as_deref())?;
+    let mut out = ImageFile::create(&options.output)?;
 
     let blocks: Vec<_> = image
         .sections()

@@ -1,5 +1,5 @@
 /* Test program for hoard's C API: prints one line per entry of an image,
- * or of a stack of images given bottom first (hoard_open_stack) (path, kind, mode, owner, size, mtime, link count, device, symlink
+ * or of a stack of images given bottom first (hoard_open_layers, options zeroed) (path, kind, mode, owner, size, mtime, link count, device, symlink
  * target, SHA-256 of the contents), for the Rust test to compare with the
  * image's manifest. Reads alternate between hoard_read by path and
  * hoard_read_inode, in chunks of varying size. Also checks the error
@@ -151,7 +151,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s IMAGE [LAYER...]\n", argv[0]);
         return 2;
     }
-    img = argc == 2 ? hoard_open(argv[1]) : hoard_open_stack((const char *const *)argv + 1, (size_t)argc - 1);
+    hoard_open_options defaults = {0};
+    img = argc == 2 ? hoard_open(argv[1]) : hoard_open_layers((const char *const *)argv + 1, (size_t)argc - 1, &defaults);
     if (!img) fail("open", argv[argc - 1], 0);
     check_errors();
     walk("");

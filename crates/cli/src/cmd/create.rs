@@ -59,8 +59,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     let level =
         Level::get(args.level).ok_or_else(|| anyhow!("level {} out of range", args.level))?;
     let mut o = CreateOptions::at_level(args.input.clone(), args.output.clone(), level);
-    o.force = args.force;
-    o.fsync = args.fsync;
+    o.output = args.protect.options(&args.output, args.force, args.fsync)?;
     if let Some(b) = args.block_size_bits {
         o.block_size_bits = b;
     }
@@ -156,7 +155,6 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     o.attrs.create_timestamp = (!args.no_create_timestamp).then_some(now.max(0) as u64);
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
-    args.protect.load()?.apply(&mut o);
     if !args.base.is_empty() {
         args.keys.apply(&mut o)?;
         o.delta = Some(hoard_writer::delta::DeltaOptions {
@@ -167,12 +165,6 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
             metacopy: args.metacopy,
             refer_to_base: args.delta,
         });
-    }
-    if let Some(h) = &args.header {
-        o.header = Some(
-            std::fs::read(h)
-                .with_context(|| format!("cannot read header file '{}'", h.display()))?,
-        );
     }
     if !args.no_history {
         o.history = Some(history::this_run(

@@ -158,9 +158,6 @@ pub struct CreateArgs {
     pub no_section_index: bool,
     #[command(flatten)]
     pub protect: crate::trust::OutputArgs,
-    /// File to put before the image (e.g. a shell script).
-    #[arg(long)]
-    pub header: Option<PathBuf>,
     /// Write a layer holding only what differs from this image (repeat
     /// for a stack, bottom first): new and changed entries, whiteouts
     /// for deleted ones; mount it on top with `hoard mount BASE LAYER`.
@@ -292,9 +289,6 @@ pub struct RewriteArgs {
     pub protect: crate::trust::OutputArgs,
     #[command(flatten)]
     pub keys: crate::trust::InputKeyArgs,
-    /// File to put before the image.
-    #[arg(long)]
-    pub header: Option<PathBuf>,
     /// No live progress display.
     #[arg(long)]
     pub no_progress: bool,
@@ -328,7 +322,6 @@ impl CreateArgs {
             no_section_index: self.no_section_index,
             protect: self.protect.clone(),
             keys: self.keys.clone(),
-            header: self.header.clone(),
             no_progress: self.no_progress,
         }
     }

@@ -37,8 +37,7 @@ pub fn run(args: &MergeArgs) -> Result<u8> {
     // Contents are read from the images, where the categorizers, which
     // read files, have nothing to look at.
     o.categorize = None;
-    o.force = args.force;
-    args.protect.load()?.apply(&mut o);
+    o.output = args.protect.options(&args.output, args.force, false)?;
     args.keys.apply(&mut o)?;
     if let Some(c) = &args.compression {
         o.data_compression = c.clone();

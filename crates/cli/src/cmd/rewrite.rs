@@ -54,13 +54,10 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         .transpose()?;
     let compression =
         split("-C", &args.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
-    let protect = args.protect.load()?;
     let options = RewriteOptions {
         input: input.clone(),
         offset: args.offset,
-        output: args.output.clone(),
-        force: args.force,
-        fsync: args.fsync,
+        output: args.protect.options(&args.output, args.force, args.fsync)?,
         data_compression: blocks.then(|| {
             compression
                 .general
@@ -92,20 +89,9 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
             )
         }),
         section_index: !args.no_section_index,
-        recovery: protect.recovery,
-        sign: protect.sign,
         trust: crate::trust::trusted_keys(&[])?,
-        encrypt: protect.encrypt,
         identities: args.keys.identities()?,
         decrypt: args.keys.decrypt,
-        header: args
-            .header
-            .as_ref()
-            .map(|h| {
-                std::fs::read(h)
-                    .with_context(|| format!("cannot read header file '{}'", h.display()))
-            })
-            .transpose()?,
     };
     let cancel = super::interrupt::exit_on_signals()?;
     let progress = Default::default();
@@ -136,7 +122,7 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     };
     let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
     o.flatten = args.inputs.clone();
-    args.protect.load()?.apply(&mut o);
+    o.output = args.protect.options(&args.output, args.force, args.fsync)?;
     args.keys.apply(&mut o)?;
     // Checked (and named) here: the writer reads the stack as it is.
     let paths: Vec<&std::path::Path> = args.inputs.iter().map(PathBuf::as_path).collect();
@@ -156,8 +142,6 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     // The layers' contents are read from their images, where the
     // categorizers, which read files, have nothing to look at.
     o.categorize = None;
-    o.force = args.force;
-    o.fsync = args.fsync;
     let compression =
         split("-C", &args.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
     if let Some(c) = compression.general {
@@ -183,12 +167,6 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
             std::env::args().collect(),
             (!args.no_history_timestamps).then_some(now.max(0) as u64),
         ));
-    }
-    if let Some(h) = &args.header {
-        o.header = Some(
-            std::fs::read(h)
-                .with_context(|| format!("cannot read header file '{}'", h.display()))?,
-        );
     }
     let cancel = super::interrupt::exit_on_signals()?;
     let summary = if reuse_blocks {

@@ -355,7 +355,9 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     is encrypted with), base (an image path or a list, lowest first: write
     a layer of what changed on them, as ``hoard create --base``) with
     delta (new data may refer to the bases' bytes; the layer then reads
-    only on them), trust_mtime, opaque_dirs, metacopy, force_stack.
+    only on them), trust_mtime, opaque_dirs, metacopy, force_stack, and
+    for encrypted bases identity (a list of age or OpenSSH identity files)
+    or input_passphrase_file, with decrypt to write a plain layer on them.
 
     The per-stream options compression, window_size, window_step,
     max_lookback_blocks and order take a value for every category, a list
@@ -388,9 +390,12 @@ def rewrite(source, image_path, level=7, **options):
     ``create``), metadata_compression, schema_compression, image_offset,
     pack_metadata, num_workers, memory_limit, no_history,
     no_history_timestamps, no_section_index, recovery, header, sign (a
-    secret key file: the new image is signed with it), and with
-    ``rebuild_metadata=True``: set_owner, set_group, set_time, chmod. The
-    image records this call in its history.
+    secret key file: the new image is signed with it), encrypt_to or
+    passphrase_file (as for ``create``: the new image is encrypted), for
+    an encrypted source identity or input_passphrase_file (and decrypt to
+    write it as a plain image), and with ``rebuild_metadata=True``:
+    set_owner, set_group, set_time, chmod. The image records this call in
+    its history.
     """
     return _hoard.rewrite(source, image_path, level, options)
 

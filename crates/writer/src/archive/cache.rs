@@ -83,7 +83,7 @@ pub struct Pack {
 impl Pack {
     /// Where the image will be.
     pub fn image(&self) -> &Path {
-        &self.options.output
+        &self.options.output.path
     }
 
     /// Packs the archive, reporting to `progress`; returns the image's
@@ -92,7 +92,7 @@ impl Pack {
         let dir = self.options.scan.spool_dir.clone().unwrap_or_default();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let summary = create(&self.options, progress, Arc::new(AtomicBool::new(false)))?;
-        Ok((self.options.output, summary))
+        Ok((self.options.output.path, summary))
     }
 }
 

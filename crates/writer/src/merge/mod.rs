@@ -202,7 +202,7 @@ pub fn merge_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
     let stacks = open(parts, options)?;
     let layers = layers(&stacks);
     check_block_sizes(parts, &layers)?;
-    let image = ImageFile::for_build(options)?;
+    let image = ImageFile::create(&options.output)?;
     let mut located = FileLocations::default();
     let scanned = merged_tree(
         parts,
