@@ -362,7 +362,7 @@ impl ImageFile {
     }
 
     /// Appends the section index (unless `with_index` is false), the
-    /// signature (see [`ImageFile::with_signing_key`]) and then recovery
+    /// signature (see [`OutputOptions::sign`]) and then recovery
     /// data, if asked, and puts the image in place: renames the file, or
     /// completes the upload (uploads the file, for one with recovery
     /// data). Returns the image size.
