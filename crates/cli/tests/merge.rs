@@ -112,22 +112,30 @@ fn three_parts_merge_into_their_union() {
     assert_eq!(differences(&p.expected, &merged), "");
 
     // The shared file is stored once: its blocks in the later parts are
-    // left out. Without dedupe, no more than the parts together.
+    // left out. Without dedupe, no more than the parts together (and
+    // the header).
     let parts: u64 = p.images.iter().map(|i| size(i)).sum();
     assert!(
         size(&merged) < parts - 400_000,
         "{} of {parts}",
         size(&merged)
     );
+    // Without dedupe, and with a header before the image.
     let copied = p.dir.path().join("copied.dwarfs");
+    let header = p.dir.path().join("header.sh");
+    write(&header, b"#!/bin/sh\nexit 0\n");
     let mut args = paths(&p.images);
     args.extend(["-o", copied.to_str().unwrap(), "--no-dedupe"]);
+    args.extend(["--header", header.to_str().unwrap()]);
     let out = merge(&args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(std::fs::read(&copied)
+        .unwrap()
+        .starts_with(b"#!/bin/sh\nexit 0\n"));
     assert!(
         size(&copied) as f64 <= 1.01 * parts as f64,
         "{} of {parts}",

@@ -25,7 +25,7 @@ pub struct Signed {
     key: PublicKey,
     /// Where the signature section starts: it and the recovery data after
     /// it are not in the digest (the signature section is compared whole
-    /// at open; see the README for the recovery data).
+    /// at open; crates/trust/README.md says why recovery data is left out).
     signature_offset: u64,
     /// Offsets of the sections already reported as not matching.
     reported: Mutex<HashSet<u64>>,
