@@ -19,6 +19,22 @@ pub fn run(args: &[&str]) -> Output {
     hoard().args(args).output().expect("run hoard")
 }
 
+/// `hoard diff A B [--ignore FIELDS]`: the differences between two
+/// trees or images, empty when none (a failing diff fails the test).
+pub fn differences(a: &Path, b: &Path, ignore: &str) -> String {
+    let mut args = vec!["diff", a.to_str().unwrap(), b.to_str().unwrap()];
+    if !ignore.is_empty() {
+        args.extend(["--ignore", ignore]);
+    }
+    let out = run(&args);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "hoard diff: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Whether FUSE mounts can be made here (`/dev/fuse` and `fusermount3`);
 /// records the skip when not.
 pub fn fuse_available() -> bool {
