@@ -28,10 +28,10 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
 /// The keyword options still to use, taken one by one; any left over is
 /// an unknown option.
-struct Options<'py>(Bound<'py, PyDict>);
+pub(crate) struct Options<'py>(Bound<'py, PyDict>);
 
 impl<'py> Options<'py> {
-    fn new(py: Python<'py>, given: Option<&Bound<'py, PyDict>>) -> PyResult<Self> {
+    pub(crate) fn new(py: Python<'py>, given: Option<&Bound<'py, PyDict>>) -> PyResult<Self> {
         Ok(Options(match given {
             Some(d) => d.copy()?,
             None => PyDict::new(py),
@@ -113,7 +113,7 @@ impl<'py> Options<'py> {
     }
 
     /// Fails on any option not taken.
-    fn finish(self, what: &str) -> PyResult<()> {
+    pub(crate) fn finish(self, what: &str) -> PyResult<()> {
         let left: Vec<String> = self.0.keys().iter().map(|k| k.to_string()).collect();
         if left.is_empty() {
             Ok(())
@@ -150,7 +150,7 @@ fn header(options: &Options<'_>) -> PyResult<Option<Vec<u8>>> {
 
 /// The image `path` and what options `force`, `fsync`, `header`,
 /// `recovery`, `sign` and `encrypt_to` or `passphrase_file` add to it.
-fn output_options(opts: &Options<'_>, path: PathBuf) -> PyResult<OutputOptions> {
+pub(crate) fn output_options(opts: &Options<'_>, path: PathBuf) -> PyResult<OutputOptions> {
     Ok(OutputOptions {
         path,
         force: opts.flag("force")?,
@@ -165,10 +165,10 @@ fn output_options(opts: &Options<'_>, path: PathBuf) -> PyResult<OutputOptions> 
 /// The keys that open encrypted images read (options `identity` and
 /// `input_passphrase_file`), and whether option `decrypt` writes a plain
 /// image from them.
-type InputKeys = (Option<Arc<hoard_trust::encrypt::Identities>>, bool);
+pub(crate) type InputKeys = (Option<Arc<hoard_trust::encrypt::Identities>>, bool);
 
 /// The [`InputKeys`] the options name.
-fn input_keys(opts: &Options<'_>) -> PyResult<InputKeys> {
+pub(crate) fn input_keys(opts: &Options<'_>) -> PyResult<InputKeys> {
     let identity = opts.take::<Vec<PathBuf>>("identity")?;
     let passphrase = opts.take::<PathBuf>("input_passphrase_file")?;
     let identities = crate::image::identities(identity, passphrase.as_deref())?;

@@ -1,6 +1,7 @@
 //! `hoard.merge`: images joined into one (hoard-writer's `merge`), run
 //! without the GIL.
 
+use crate::build::{input_keys, output_options, Options};
 use crate::errors::image_error;
 use hoard_writer::history;
 use hoard_writer::level::Level;
@@ -15,10 +16,11 @@ use std::sync::Arc;
 
 /// Joins the images `parts` into `image_path`: each under a directory of
 /// `names` (default: its file name without extension), or with `union`
-/// at the root; see `hoard.merge`.
+/// at the root; `options` are the output options and keys of
+/// `hoard.create`; see `hoard.merge`.
 #[pyfunction]
 #[pyo3(signature = (parts, image_path, names=None, union=false, dedupe=true, recompress=false,
-                    level=hoard_writer::level::DEFAULT_LEVEL, force=false))]
+                    level=hoard_writer::level::DEFAULT_LEVEL, force=false, options=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn merge<'py>(
     py: Python<'py>,
@@ -30,7 +32,9 @@ pub fn merge<'py>(
     recompress: bool,
     level: u8,
     force: bool,
+    options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let opts = Options::new(py, options)?;
     let level = Level::get(level)
         .ok_or_else(|| PyValueError::new_err(format!("level {level} out of range 0 to 9")))?;
     if parts.is_empty() {
@@ -52,10 +56,13 @@ pub fn merge<'py>(
     };
     spec.dedupe = dedupe;
     let first = spec.images[0].clone();
-    let mut o = CreateOptions::at_level(first, image_path, level);
+    let mut o = CreateOptions::at_level(first, image_path.clone(), level);
+    o.output = output_options(&opts, image_path)?;
+    o.output.force |= force;
+    (o.identities, o.decrypt) = input_keys(&opts)?;
+    opts.finish("merge")?;
     o.merge = Some(spec);
     o.categorize = None;
-    o.output.force = force;
     let now = history::now().map_err(|e| PyValueError::new_err(e.to_string()))?;
     o.history = Some(history::this_run(
         vec!["hoard.merge".into()],

@@ -64,3 +64,24 @@ def test_encrypted_images_are_read_to_write_others_with_their_identity(
     with hoard.Image(plain) as img:
         with img.open("readme.txt") as f:
             assert f.read() == (tree / "readme.txt").read_bytes()
+
+
+def test_merge_of_encrypted_parts_is_encrypted_and_signed(tree, tmp_path):
+    identity, recipient = age_identity(tmp_path, "id")
+    key = tmp_path / "signer"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "t",
+                    "-f", str(key)], check=True)
+    a, b = tmp_path / "a.dwarfs", tmp_path / "b.dwarfs"
+    for part in (a, b):
+        hoard.create(tree, part, level=1, encrypt_to=[recipient])
+    out = tmp_path / "ab.dwarfs"
+    with pytest.raises(hoard.ImageError, match="encrypted"):
+        hoard.merge([a, b], out)
+    with pytest.raises(TypeError, match="unknown options: colour"):
+        hoard.merge([a, b], out, colour=True)
+    hoard.merge([a, b], out, identity=[identity], encrypt_to=[recipient],
+                sign=key)
+    with hoard.Image(out, identity=[identity],
+                     trust=[tmp_path / "signer.pub"]) as img:
+        with img.open("b/readme.txt") as f:
+            assert f.read() == (tree / "readme.txt").read_bytes()

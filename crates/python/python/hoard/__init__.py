@@ -401,7 +401,7 @@ def rewrite(source, image_path, level=7, **options):
 
 
 def merge(parts, image_path, names=None, union=False, dedupe=True,
-          recompress=False, level=7, force=False):
+          recompress=False, level=7, force=False, **options):
     """Joins the images ``parts`` into one image ``image_path``, as ``hoard
     merge`` does; returns a dict summary (files, original_bytes,
     duplicate_files, blocks, image_bytes, warnings, ...). Parts may be
@@ -415,7 +415,11 @@ def merge(parts, image_path, names=None, union=False, dedupe=True,
     must share a block size unless ``recompress``, which compresses the
     data again at ``level``. The image is written to a temporary file and
     renamed into place when complete.
+
+    ``options`` are those of ``create`` for the image written (fsync,
+    header, recovery, sign, encrypt_to or passphrase_file) and for
+    encrypted parts (identity or input_passphrase_file, decrypt).
     """
     return _hoard.merge([_p(p) for p in parts], _p(image_path), names, union,
-                        dedupe, recompress, level, force)
+                        dedupe, recompress, level, force, options)
 
