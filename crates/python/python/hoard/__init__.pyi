@@ -71,5 +71,6 @@ def merge(
     recompress: bool = False,
     level: int = 7,
     force: bool = False,
+    **options: Any,
 ) -> Dict[str, Any]: ...
 def rewrite(source: StrPath, image_path: StrPath, level: int = 7, **options: Any) -> Tuple[int, int, int]: ...
