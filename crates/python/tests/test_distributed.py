@@ -141,6 +141,27 @@ def test_a_shard_failing_for_good_fails_the_build(tmp_path, client, tree):
     assert os.listdir(out.parent) == []
 
 
+def test_a_signed_encrypted_output_is_signed_and_encrypted_by_the_merge(
+        tmp_path, client, tree):
+    key = tmp_path / "signer"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "t",
+                    "-f", str(key)], check=True)
+    identity = tmp_path / "id"
+    made = subprocess.run(["age-keygen", "-o", str(identity)], check=True,
+                          capture_output=True, text=True)
+    recipient = made.stderr.strip().removeprefix("Public key: ")
+    out = tmp_path / "out" / "x.dwarfs"
+    out.parent.mkdir()
+    hoard.distributed.create(tree, out, client, shards=2, level=1, sign=key,
+                             encrypt_to=[recipient], recovery=5)
+    assert os.listdir(out.parent) == ["x.dwarfs"]
+    with pytest.raises(hoard.ImageError, match="encrypted"):
+        hoard.Image(out)
+    with hoard.Image(out, identity=[identity], trust=[f"{key}.pub"]) as img:
+        assert image_contents(img) == tree_contents(tree)
+        assert img.info()["has_recovery_data"]
+
+
 def test_a_prefix_of_objects_builds_on_the_cluster_as_those_objects(client, tmp_path, moto_env):
     """``s3://bucket/prefix/`` as the source: the keys are planned into
     shards on this machine, each worker fetches only its shard's objects

@@ -46,6 +46,13 @@ __all__ = ["create", "plan"]
 # work of reading it): 200,000 empty files weigh as 100 MB of data.
 ENTRY_WEIGHT = 512
 
+# The options of hoard.create that concern the image written, not what
+# goes in it: the merge applies them to the output, and no part gets
+# them (a signature or recovery data of a part would be dropped by the
+# merge, and an encrypted part would need the reader's key to merge).
+OUTPUT_OPTIONS = ("sign", "recovery", "encrypt_to", "passphrase_file",
+                  "header", "fsync")
+
 
 def _walk(top):
     """(relative path, lstat) of every entry below ``top`` (bytes paths, in
@@ -132,12 +139,14 @@ def _build_shard(source, part, paths_file, level, options):
     return hoard.create(source, part, level, input_list=paths_file, force=True, **options)
 
 
-def _merge_parts(parts, output, level, force, *_shard_summaries):
+def _merge_parts(parts, output, level, force, output_options, *_shard_summaries):
     """A Dask task, run once every shard is built (their summaries are
-    passed to order it after them): joins the parts into ``output``."""
+    passed to order it after them): joins the parts into ``output``,
+    with ``output_options`` (see ``OUTPUT_OPTIONS``)."""
     import hoard
 
-    return hoard.merge(parts, output, union=True, level=level, force=force)
+    return hoard.merge(parts, output, union=True, level=level, force=force,
+                       **output_options)
 
 
 def create(source, output, client, shards=None, level=7, retries=2,
@@ -150,7 +159,11 @@ def create(source, output, client, shards=None, level=7, retries=2,
     ``shards`` (the summaries of the parts' builds) added.
 
     ``level`` and ``options`` (those of :func:`hoard.create`, less
-    ``input_list``) apply to every part. ``retries`` is how many times
+    ``input_list``) apply to every part, but for those of the image
+    written (sign, recovery, encrypt_to, passphrase_file, header, fsync),
+    which the merge applies to the output alone: the parts are plain
+    images, readable like the source they are made of, and the key file
+    ``sign`` names must be readable where the merge task runs. ``retries`` is how many times
     Dask runs a failing task again. The parts are written to a new
     directory in ``parts_dir`` (default: beside ``output``), removed at
     the end. ``progress``, if given, is called on this machine with
@@ -158,6 +171,7 @@ def create(source, output, client, shards=None, level=7, retries=2,
     """
     if "input_list" in options:
         raise TypeError("create() plans the shards itself: input_list is not an option")
+    output_options = {k: options.pop(k) for k in OUTPUT_OPTIONS if k in options}
     source = os.fsdecode(os.fspath(source))
     output = os.fsdecode(os.fspath(output))
     if _is_objects(output):
@@ -186,7 +200,7 @@ def create(source, output, client, shards=None, level=7, retries=2,
                 _build_shard, source, part, listing, level, options,
                 key=f"hoard-shard-{i}-{token}", retries=retries, pure=False))
         merged = client.submit(
-            _merge_parts, parts, output, level, force, *futures,
+            _merge_parts, parts, output, level, force, output_options, *futures,
             key=f"hoard-merge-{token}", retries=retries, pure=False)
         futures.append(merged)
         _wait(futures, progress)
