@@ -139,6 +139,8 @@ def test_a_shard_failing_for_good_fails_the_build(tmp_path, client, tree):
         hoard.distributed.create(tree, out, client, shards=3, retries=1,
                                  compression="bogus")
     assert os.listdir(out.parent) == []
+    with pytest.raises(TypeError, match="a layer on base images"):
+        hoard.distributed.create(tree, out, client, base=[out])
 
 
 def test_a_signed_encrypted_output_is_signed_and_encrypted_by_the_merge(

@@ -159,7 +159,7 @@ def create(source, output, client, shards=None, level=7, retries=2,
     ``shards`` (the summaries of the parts' builds) added.
 
     ``level`` and ``options`` (those of :func:`hoard.create`, less
-    ``input_list``) apply to every part, but for those of the image
+    ``input_list`` and ``base``) apply to every part, but for those of the image
     written (sign, recovery, encrypt_to, passphrase_file, header, fsync),
     which the merge applies to the output alone: the parts are plain
     images, readable like the source they are made of, and the key file
@@ -171,6 +171,11 @@ def create(source, output, client, shards=None, level=7, retries=2,
     """
     if "input_list" in options:
         raise TypeError("create() plans the shards itself: input_list is not an option")
+    if options.get("base"):
+        # Each shard's layer would take what the other shards hold for
+        # deleted.
+        raise TypeError("create() builds whole images: a layer on base images "
+                        "is built with hoard.create(..., base=...)")
     output_options = {k: options.pop(k) for k in OUTPUT_OPTIONS if k in options}
     source = os.fsdecode(os.fspath(source))
     output = os.fsdecode(os.fspath(output))
