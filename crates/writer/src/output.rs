@@ -167,11 +167,7 @@ impl ImageFile {
                         target.display()
                     )));
                 }
-                let dir = match target.parent() {
-                    Some(p) if !p.as_os_str().is_empty() => p,
-                    _ => Path::new("."),
-                };
-                (temporary_file(dir)?, None)
+                (temporary_file(crate::scratch::directory_of(target))?, None)
             }
         };
         let prefix = options.header.clone().unwrap_or_default();

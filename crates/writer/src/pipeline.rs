@@ -442,12 +442,8 @@ fn scan_input(
     // Beside the output, unless it goes to S3 ($TMPDIR then).
     if scan_options.spool_dir.is_none() && crate::objects::s3_output(&options.output.path).is_none()
     {
-        let dir = options
-            .output
-            .path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty());
-        scan_options.spool_dir = Some(dir.unwrap_or(Path::new(".")).to_path_buf());
+        let dir = crate::scratch::directory_of(&options.output.path);
+        scan_options.spool_dir = Some(dir.to_path_buf());
     }
     if let Ok(m) = std::fs::metadata(&options.output.path) {
         use std::os::unix::fs::MetadataExt;

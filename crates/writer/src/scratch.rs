@@ -43,6 +43,15 @@ fn remove(path: &Path) {
     }
 }
 
+/// The directory `path` is in (`.` for a bare file name), where its
+/// temporary files go.
+pub(crate) fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// A path listed in [`LISTED`] until dropped.
 #[derive(Debug)]
 struct Listed(PathBuf);
@@ -94,11 +103,6 @@ impl ScratchFile {
     /// The open file, to write.
     pub fn as_file_mut(&mut self) -> &mut std::fs::File {
         self.file.as_file_mut()
-    }
-
-    /// Its path.
-    pub fn path(&self) -> &Path {
-        self.file.path()
     }
 
     /// Renames it to `target`, replacing what is there if `replace`,
@@ -163,7 +167,7 @@ mod tests {
         std::fs::write(dir.path().join("a"), b"a").unwrap();
         let mut file = ScratchFile::new_in(parent.path()).unwrap();
         file.write_all(b"image").unwrap();
-        let (dir_path, file_path) = (dir.path().to_path_buf(), file.path().to_path_buf());
+        let (dir_path, file_path) = (dir.path().to_path_buf(), file.file.path().to_path_buf());
         assert!(listed().contains(&dir_path) && listed().contains(&file_path));
         drop(dir);
         let target = parent.path().join("image");
@@ -184,5 +188,12 @@ mod tests {
         std::fs::write(&file, b"f").unwrap();
         remove(&file);
         assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_bare_file_name_is_in_the_current_directory() {
+        assert_eq!(directory_of(Path::new("x.dwarfs")), Path::new("."));
+        assert_eq!(directory_of(Path::new("out/x.dwarfs")), Path::new("out"));
+        assert_eq!(directory_of(Path::new("/x.dwarfs")), Path::new("/"));
     }
 }

@@ -60,11 +60,7 @@ pub fn sign_image(input: &Path, output: &Path, key: &SecretKey, force: bool) -> 
         }
     }
 
-    let dir = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = ScratchFile::new_in(dir)?;
+    let mut tmp = ScratchFile::new_in(crate::scratch::directory_of(output))?;
     let io = |e| Error::io(output, e);
     let source = std::fs::File::open(input).map_err(|e| Error::io(input, e))?;
     let out = Output {
