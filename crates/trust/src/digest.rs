@@ -87,17 +87,6 @@ pub struct ImageDigest {
     pub sections: Vec<SectionDigest>,
 }
 
-/// The hash new signatures use, of `bytes`.
-pub fn hash(bytes: &[u8]) -> [u8; 32] {
-    DigestKind::NEWEST.hash(bytes)
-}
-
-/// The hash new signatures use, of a section whose header and payload
-/// were read apart.
-pub fn section_hash(header: &[u8], payload: &[u8]) -> [u8; 32] {
-    DigestKind::NEWEST.section_hash(header, payload)
-}
-
 /// The digest (of the [`DigestKind::NEWEST`] kind) of the image in
 /// `file`: the `prefix_len` bytes before it and each of `sections` (byte
 /// ranges of the file, laid end to end from `prefix_len`), hashed on all
@@ -107,19 +96,20 @@ pub fn of_file(
     prefix_len: u64,
     sections: &[Range<u64>],
 ) -> std::io::Result<ImageDigest> {
+    let kind = DigestKind::NEWEST;
     let read = |range: &Range<u64>| -> std::io::Result<[u8; 32]> {
         let len = usize::try_from(range.end.saturating_sub(range.start))
             .map_err(|_| std::io::Error::other("a section too large to hash"))?;
         let mut bytes = vec![0; len];
         file.read_exact_at(&mut bytes, range.start)?;
-        Ok(hash(&bytes))
+        Ok(kind.hash(&bytes))
     };
     let hashes: Vec<[u8; 32]> = sections
         .par_iter()
         .map(read)
         .collect::<std::io::Result<_>>()?;
     Ok(ImageDigest {
-        kind: DigestKind::NEWEST,
+        kind,
         prefix_len,
         prefix_hash: read(&(0..prefix_len))?,
         sections: sections
@@ -212,7 +202,7 @@ mod tests {
         ImageDigest {
             kind: DigestKind::NEWEST,
             prefix_len: 5,
-            prefix_hash: hash(b"#!sh\n"),
+            prefix_hash: DigestKind::NEWEST.hash(b"#!sh\n"),
             sections: vec![
                 SectionDigest {
                     offset: 5,

@@ -62,13 +62,10 @@ fn layout_version(kind: DigestKind) -> u8 {
 }
 
 /// The message an image's signature is over: the digest after a prefix
-/// that names the layout.
+/// that names the layout (`hoard image signature v2\0`).
 fn message(digest: &ImageDigest) -> Vec<u8> {
-    let domain: &[u8] = match digest.kind {
-        DigestKind::Sha512_256 => b"hoard image signature v1\0",
-        DigestKind::Blake3 => b"hoard image signature v2\0",
-    };
-    [domain, &digest.encode()].concat()
+    let domain = format!("hoard image signature v{}\0", layout_version(digest.kind));
+    [domain.as_bytes(), &digest.encode()].concat()
 }
 
 impl Signature {

@@ -18,6 +18,7 @@ use hoard_format::section::{
     MAJOR_VERSION, MAX_MINOR_VERSION, V2_HEADER_SIZE,
 };
 use hoard_remote::upload::Upload;
+use hoard_trust::digest::DigestKind;
 use hoard_trust::encrypt::cipher::SectionPlace;
 use hoard_trust::encrypt::{KeySection, Recipients, SectionCipher};
 use hoard_trust::{SecretKey, Signature};
@@ -291,7 +292,7 @@ impl ImageFile {
             .map_err(|e| Error::io(&self.target, e))?;
         if self.sign.is_some() && matches!(self.sink, Sink::Upload(_)) {
             self.hashes
-                .push(hoard_trust::digest::section_hash(&header, payload));
+                .push(DigestKind::NEWEST.section_hash(&header, payload));
         }
         self.position += (header.len() + payload.len()) as u64;
         if self.end() - self.written_back >= WRITE_BACK_EVERY {
@@ -445,9 +446,9 @@ impl ImageFile {
         let file = self.sink.file().map_err(|e| Error::io(&self.target, e))?;
         let Some(file) = file else {
             return Ok(hoard_trust::ImageDigest {
-                kind: hoard_trust::digest::DigestKind::NEWEST,
+                kind: DigestKind::NEWEST,
                 prefix_len: prefix,
-                prefix_hash: hoard_trust::digest::hash(&self.prefix),
+                prefix_hash: DigestKind::NEWEST.hash(&self.prefix),
                 sections: sections
                     .iter()
                     .zip(&self.hashes)
