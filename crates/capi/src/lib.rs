@@ -211,19 +211,18 @@ unsafe fn fs_options(o: &HoardOpenOptions) -> Result<FsOptions, convert::Failure
         let files = c_paths(o.trust, o.n_trust)?;
         options.open.trust = Some(hoard_trust::TrustedKeys::load(&files).map_err(key_error)?);
     }
-    if o.n_identity > 0 || !o.passphrase_file.is_null() {
-        let files = if o.n_identity > 0 {
-            c_paths(o.identity, o.n_identity)?
-        } else {
-            Vec::new()
-        };
-        let mut identities = hoard_trust::encrypt::Identities::load(&files).map_err(key_error)?;
-        if !o.passphrase_file.is_null() {
-            let file = c_paths(&o.passphrase_file, 1)?;
-            identities.add_passphrase(&file[0]).map_err(key_error)?;
-        }
-        options.open.identities = Some(Arc::new(identities));
-    }
+    let files = if o.n_identity > 0 {
+        c_paths(o.identity, o.n_identity)?
+    } else {
+        Vec::new()
+    };
+    let passphrase = if o.passphrase_file.is_null() {
+        None
+    } else {
+        c_paths(&o.passphrase_file, 1)?.pop()
+    };
+    let identities = hoard_trust::encrypt::Identities::given(&files, passphrase.as_deref());
+    options.open.identities = identities.map_err(key_error)?.map(Arc::new);
     if o.cache_size > 0 {
         options.cache_size = o.cache_size;
     }

@@ -61,11 +61,7 @@ pub fn identities(files: &[PathBuf], passphrase: Option<&Path>) -> Result<Option
         return Ok(None);
     }
     no_core_dumps();
-    let mut identities = Identities::load(&files)?;
-    if let Some(path) = passphrase {
-        identities.add_passphrase(path)?;
-    }
-    Ok(Some(Arc::new(identities)))
+    Ok(Identities::given(&files, passphrase)?.map(Arc::new))
 }
 
 /// Who an image is to be encrypted to: the recipients `--encrypt-to`

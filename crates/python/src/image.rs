@@ -116,16 +116,9 @@ pub(crate) fn identities(
     identity: Option<Vec<PathBuf>>,
     passphrase_file: Option<&Path>,
 ) -> PyResult<Option<Arc<hoard_trust::encrypt::Identities>>> {
-    if identity.is_none() && passphrase_file.is_none() {
-        return Ok(None);
-    }
-    let error = |e: hoard_trust::Error| PyValueError::new_err(e.to_string());
-    let mut ids =
-        hoard_trust::encrypt::Identities::load(&identity.unwrap_or_default()).map_err(error)?;
-    if let Some(p) = passphrase_file {
-        ids.add_passphrase(p).map_err(error)?;
-    }
-    Ok(Some(Arc::new(ids)))
+    hoard_trust::encrypt::Identities::given(&identity.unwrap_or_default(), passphrase_file)
+        .map(|ids| ids.map(Arc::new))
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Opens `paths` as a stack, bottom layer first, sharing one block cache;

@@ -35,6 +35,19 @@ impl Identities {
         Ok(identities)
     }
 
+    /// The identities in `files` and, if given, the passphrase in the
+    /// first line of `passphrase`; `None` when neither is given.
+    pub fn given(files: &[PathBuf], passphrase: Option<&Path>) -> Result<Option<Self>> {
+        if files.is_empty() && passphrase.is_none() {
+            return Ok(None);
+        }
+        let mut identities = Identities::load(files)?;
+        if let Some(path) = passphrase {
+            identities.add_passphrase(path)?;
+        }
+        Ok(Some(identities))
+    }
+
     /// Adds the identities in `path`.
     pub fn add_file(&mut self, path: &Path) -> Result<()> {
         let text = crate::keys::read_key_file(path)?;
