@@ -86,12 +86,6 @@ fn change(root: &Path) {
     std::fs::hard_link(root.join("link_target"), root.join("keep/hard_link")).unwrap();
 }
 
-/// The differences `hoard diff` finds between two trees or images
-/// (sub-second times aside: images keep whole seconds); empty if none.
-fn same_to_the_second(a: &Path, b: &Path) -> String {
-    differences(a, b, "mtime_ns")
-}
-
 fn mount(images: &[&Path], mnt: &Path, extra: &[&str]) -> Mounted {
     std::fs::create_dir_all(mnt).unwrap();
     let mut args = vec!["mount".to_string()];

@@ -32,12 +32,6 @@ fn part_tree(root: &Path, n: u64, shared: &[u8]) {
     std::os::unix::fs::symlink("f1", root.join(format!("d{n}/f1.sym"))).unwrap();
 }
 
-/// The differences `hoard diff` finds between two trees or images
-/// (sub-second times aside: images keep whole seconds); empty if none.
-fn same_to_the_second(a: &Path, b: &Path) -> String {
-    differences(a, b, "mtime_ns")
-}
-
 fn merge(args: &[&str]) -> std::process::Output {
     let mut all = vec!["merge", "--no-progress"];
     all.extend_from_slice(args);

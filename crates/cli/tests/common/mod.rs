@@ -35,6 +35,12 @@ pub fn differences(a: &Path, b: &Path, ignore: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// [`differences`] but for sub-second times (images made at a
+/// resolution of seconds keep whole seconds); empty if none.
+pub fn same_to_the_second(a: &Path, b: &Path) -> String {
+    differences(a, b, "mtime_ns")
+}
+
 /// Whether FUSE mounts can be made here (`/dev/fuse` and `fusermount3`);
 /// records the skip when not.
 pub fn fuse_available() -> bool {
