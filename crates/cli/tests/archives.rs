@@ -58,17 +58,6 @@ fn tree(root: &Path) -> PathBuf {
     root.to_path_buf()
 }
 
-/// `hoard diff IMAGE DIR [--ignore FIELDS]`: the differences below the
-/// root, empty when the same.
-fn differences_below_root(image: &Path, dir: &Path, ignore: &str) -> String {
-    let out = differences(image, dir, ignore);
-    // The output directory's own time is the unpacker's business.
-    out.lines()
-        .filter(|l| !l.starts_with("differs: .: "))
-        .map(|l| format!("{l}\n"))
-        .collect()
-}
-
 /// Writes `image` as `format` to a file (or through a pipe when `file` is
 /// `None`) and unpacks it into a new directory `to` with `unpack` (a shell
 /// command reading the archive on standard input, or the file).

@@ -41,6 +41,17 @@ pub fn same_to_the_second(a: &Path, b: &Path) -> String {
     differences(a, b, "mtime_ns")
 }
 
+/// [`differences`] between an image and a tree unpacked from it (or
+/// from its archive) but for the root's own attributes, which are the
+/// unpacker's business; empty if none.
+pub fn differences_below_root(image: &Path, dir: &Path, ignore: &str) -> String {
+    differences(image, dir, ignore)
+        .lines()
+        .filter(|l| !l.starts_with("differs: .: "))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 /// Whether FUSE mounts can be made here (`/dev/fuse` and `fusermount3`);
 /// records the skip when not.
 pub fn fuse_available() -> bool {
