@@ -69,7 +69,7 @@ pub struct RewriteOptions {
     /// Open an encrypted input with one of these.
     pub identities: Option<Arc<hoard_trust::encrypt::Identities>>,
     /// Write an encrypted input as a plain image. Without it (or
-    /// `encrypt`), an encrypted input is refused: its data key is never
+    /// `output.encrypt`), an encrypted input is refused: its data key is never
     /// reused for other bytes.
     pub decrypt: bool,
 }
