@@ -159,4 +159,18 @@ fn signed_and_encrypted_layers_open_with_a_trusted_key_and_an_identity() {
     };
     let refused = read_and_close(open(&untrusted), "/f").unwrap_err();
     assert!(refused.contains("not trusted"), "{refused}");
+    let no_list = HoardOpenOptions {
+        identity: std::ptr::null(),
+        ..options
+    };
+    let refused = read_and_close(open(&no_list), "/f").unwrap_err();
+    assert!(refused.contains("a list of paths is NULL"), "{refused}");
+    let missing = c(&dir.path().join("missing.txt"));
+    let missing = [missing.as_ptr()];
+    let no_file = HoardOpenOptions {
+        identity: missing.as_ptr(),
+        ..options
+    };
+    let refused = read_and_close(open(&no_file), "/f").unwrap_err();
+    assert!(refused.contains("missing.txt"), "{refused}");
 }
