@@ -122,12 +122,18 @@ pub fn as_user_in(id: u32, dir: &Path, program: &str) -> Command {
 }
 
 /// Copies the `hoard` binary into `dir` as `hoard` (mode 0755), for
-/// [`as_user_in`] to run as `./hoard`.
+/// [`as_user_in`] to run as `./hoard`. The copy is written by another
+/// process (`install`): written by this one, a child another test thread
+/// forks meanwhile could hold the file open for writing until it execs,
+/// and running the copy would then fail with "Text file busy".
 pub fn hoard_copy_in(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
     let copy = dir.join("hoard");
-    std::fs::copy(env!("CARGO_BIN_EXE_hoard"), &copy).expect("copy the hoard binary");
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let status = Command::new("install")
+        .args(["-m", "0755", env!("CARGO_BIN_EXE_hoard")])
+        .arg(&copy)
+        .status()
+        .expect("run install");
+    assert!(status.success(), "install {}: {status}", copy.display());
 }
 
 /// The manifest of a tree (or image), made by `hoard manifest`.
