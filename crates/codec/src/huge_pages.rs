@@ -4,7 +4,7 @@
 //! MiB one random step after another. In 4 KiB pages nearly
 //! every step also misses the TLB; in 2 MiB pages most do not. The memory
 //! is the same, only its pages are larger: zstd at level 20 on 16 MiB
-//! blocks takes about 7% less time (see the writer's README, "zstd in
+//! blocks takes about 7% less time (see doc/writer-history.md, "zstd in
 //! huge pages"). Where the kernel gives no huge pages, a mapping works
 //! as an ordinary one. (7-Zip's lzma encoder in huge pages took 4% less
 //! user time at `-l9` but as much more system time faulting them in, on

@@ -4,7 +4,7 @@
 //! threads cut the input into blocks that each start with an empty
 //! dictionary, and so compress less). On a 34.5 MB block at level 9 it
 //! takes 7.9 s against liblzma's 12.3 s, for a stream 0.05% smaller (see
-//! the writer's README). The raw LZMA2 stream is wrapped here in the xz
+//! doc/writer-history.md). The raw LZMA2 stream is wrapped here in the xz
 //! container liblzma and DwarFS read: one block, CRC64 check.
 
 use crate::crc::crc32;

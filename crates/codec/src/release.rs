@@ -3,7 +3,7 @@
 //! lzma copies its input into a window of its own, so once a block has
 //! been read in, the caller's copy is only memory: at level 9, with one
 //! encoder per core, the blocks being read were about 70 MB of a build's
-//! peak (see the writer's README, "Memory of the lzma levels").
+//! peak (see doc/writer-history.md, "Memory of the lzma levels").
 
 use std::sync::{Arc, OnceLock};
 

@@ -101,7 +101,7 @@ const SPREAD_MIN_MATCH: i64 = 4;
 /// in such data are short and near: a tree reaching 4 MiB back (the
 /// level's reaches the whole 16 MiB block) that skips 3-byte matches
 /// takes another quarter off for 0.12-0.18% more bytes on those blocks
-/// (see the writer's README, "zstd in huge pages"). The smaller tree
+/// (see doc/writer-history.md, "zstd in huge pages"). The smaller tree
 /// also takes 192 MiB less memory.
 pub(crate) fn spread_parameters(data: &[u8], level: i32) -> &'static [(sys::ZSTD_cParameter, i64)] {
     if level < FIRST_MIN_MATCH_3_LEVEL || byte_entropy(data) < SPREAD_ENTROPY {

@@ -149,7 +149,7 @@ pub enum FieldWidths {
     /// third on real trees), but every field of every row starts at a
     /// byte, where lzma and zstd see repeated values as repeated bytes:
     /// compressed with lzma, the quick corpora's metadata was 8-26%
-    /// smaller (see the writer's README).
+    /// smaller (see doc/writer-history.md).
     Bytes,
 }
 

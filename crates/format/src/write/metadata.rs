@@ -39,7 +39,7 @@ impl Default for PackOptions {
     /// string tables; the rest costs a reader a prefix sum over the chunk
     /// table and the two string indices at open and a walk of the tree
     /// for the first parent lookup, and saves a fifth to a third of the
-    /// compressed metadata (see the writer's README). A packed shared
+    /// compressed metadata (see doc/writer-history.md). A packed shared
     /// files table is left out because the `dwarfs` crate (0.2.1)
     /// unpacks it wrongly and refuses the image.
     fn default() -> Self {
