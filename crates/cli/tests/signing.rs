@@ -454,7 +454,8 @@ fn malicious_recovery_data_leaves_genuine_bytes_readable() {
     let signature = img.find(SectionType::HOARD_SIGNATURE).unwrap();
     let signature = (signature.offset as usize, signature.end() as usize);
     drop(img);
-    let cases: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
+    type Change<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
+    let cases: Vec<(&str, Change)> = vec![
         (
             "a block",
             Box::new(|b: &mut Vec<u8>| tamper_section(&mut b[blocks[1].0..blocks[1].1])),
