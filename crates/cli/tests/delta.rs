@@ -123,6 +123,49 @@ fn a_delta_layer_reads_only_on_its_base() {
         err.contains("'base.dwarfs'") && err.contains("another image"),
         "{err}"
     );
+    // The base with other bytes in a block, its hashes made to match
+    // again: another image, whose block hashes the layer did not record.
+    let changed = tampered(
+        &d.base,
+        &d.dir.path().join("base-changed.dwarfs"),
+        hoard_format::section::SectionType::BLOCK,
+        0,
+    );
+    let err = stderr(&["cat", s(&changed), "--layer", layer, "f01"]);
+    assert!(err.contains("another image"), "{err}");
+    // Only its XXH3-64 made to match, its SHA-512/256 kept: the identity
+    // holds, and reads of the block check the SHA-512/256.
+    let mut bytes = std::fs::read(&d.base).unwrap();
+    let img = hoard_reader::Image::open(&d.base, &Default::default()).unwrap();
+    let block = img
+        .sections()
+        .iter()
+        .find(|s| s.header.kind == hoard_format::section::SectionType::BLOCK)
+        .unwrap()
+        .clone();
+    let (start, end) = (block.offset as usize, block.end() as usize);
+    let mut section = bytes[start..end].to_vec();
+    tamper_section(&mut section);
+    bytes[start + 64..end].copy_from_slice(&section[64..]);
+    bytes[start + 40..start + 48].copy_from_slice(&section[40..48]);
+    let xxh3_only = d.dir.path().join("base-xxh3.dwarfs");
+    std::fs::write(&xxh3_only, bytes).unwrap();
+    let mut failed = 0;
+    for path in walkdir(&d.new) {
+        let file = path.strip_prefix(&d.new).unwrap().to_str().unwrap();
+        let out = run(&["cat", s(&xxh3_only), "--layer", layer, file]);
+        if out.status.success() {
+            assert!(
+                out.stdout == std::fs::read(&path).unwrap(),
+                "{file}: other bytes"
+            );
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("SHA-512/256 mismatch"), "{file}: {err}");
+            failed += 1;
+        }
+    }
+    assert!(failed > 0, "the changed block went unnoticed");
     // Alone, `check` verifies what it holds itself.
     let out = run(&["check", "--full", layer]);
     assert!(

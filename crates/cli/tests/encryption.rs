@@ -6,9 +6,9 @@
 mod common;
 
 use common::{
-    age_identity, create_image, dwarfs_bin, files_using_block, fuse_available, hoard,
-    manifest_diff, manifest_of, noise, run, skipped, ssh_key_pair, tampered, tool, Compare,
-    FuseMount,
+    age_identity, assert_refused_never_wrong, create_image, dwarfs_bin, files_using_block,
+    fuse_available, hoard, manifest_diff, manifest_of, noise, run, skipped, ssh_key_pair, tampered,
+    tool, Compare, FuseMount, SectionList,
 };
 use hoard_format::section::SectionType;
 use std::collections::HashSet;
@@ -320,6 +320,97 @@ fn rewrite_decrypt_gives_an_image_dwarfs_reads() {
         .output()
         .unwrap();
     ok(&out, "dwarfsck --check-integrity");
+}
+
+/// Every change to an encrypted image's structure, its sections
+/// renumbered, their hashes and the section index made to match again,
+/// is refused: no read gives other bytes than the file's.
+#[test]
+fn a_changed_structure_is_refused_and_no_read_gives_other_bytes() {
+    let fx = Fixture::new();
+    let (identity, recipient) = age_identity(fx.dir.path(), "id.txt");
+    let image = fx.image("enc.dwarfs", &["--encrypt-to", &recipient]);
+    // Another image to the same recipient: another data key.
+    let other = SectionList::read(&fx.image("other.dwarfs", &["--encrypt-to", &recipient]));
+    let list = SectionList::read(&image);
+    let blocks = (0..list.sections.len())
+        .filter(|&i| list.kind(i) == SectionType::BLOCK)
+        .count();
+    assert!(blocks >= 3, "{blocks} blocks");
+    let block = |n: usize| list.nth(SectionType::BLOCK, n);
+    let changed = |change: &dyn Fn(&mut SectionList)| {
+        let mut l = list.clone();
+        change(&mut l);
+        l
+    };
+    let cases: Vec<(&str, SectionList)> = vec![
+        // The attack of issue 45: block 1 becomes a section of a type no
+        // reader knows, and block 2 would be read as block 1.
+        (
+            "retyped-unknown",
+            changed(&|l| l.retype(block(1), SectionType(0x7777))),
+        ),
+        (
+            "retyped-history",
+            changed(&|l| l.retype(block(1), SectionType::HISTORY)),
+        ),
+        (
+            "retyped-recovery",
+            changed(&|l| l.retype(block(1), SectionType::HOARD_RECOVERY)),
+        ),
+        (
+            "retyped-last",
+            changed(&|l| l.retype(block(blocks - 1), SectionType::HISTORY)),
+        ),
+        ("dropped", changed(&|l| drop(l.sections.remove(block(1))))),
+        (
+            "dropped-last",
+            changed(&|l| drop(l.sections.remove(block(blocks - 1)))),
+        ),
+        (
+            "reordered",
+            changed(&|l| l.sections.swap(block(1), block(2))),
+        ),
+        (
+            "duplicated",
+            changed(&|l| {
+                let copy = l.sections[block(1)].clone();
+                l.sections.insert(block(1), copy);
+            }),
+        ),
+        (
+            "spliced",
+            changed(&|l| {
+                l.sections[block(1)] = other.sections[other.nth(SectionType::BLOCK, 1)].clone()
+            }),
+        ),
+        (
+            "spliced-metadata",
+            changed(&|l| {
+                let at = l.nth(SectionType::METADATA_V2, 0);
+                l.sections[at] = other.sections[other.nth(SectionType::METADATA_V2, 0)].clone();
+            }),
+        ),
+        // The key section hidden, so that the image would read as plain.
+        (
+            "key-unknown",
+            changed(&|l| l.retype(0, SectionType(0x7777))),
+        ),
+        ("key-block", changed(&|l| l.retype(0, SectionType::BLOCK))),
+        ("key-dropped", changed(&|l| drop(l.sections.remove(0)))),
+    ];
+    for (what, l) in cases {
+        let bad = l.write(&fx.path(&format!("{what}.dwarfs")));
+        let err =
+            assert_refused_never_wrong(&bad, &fx.files(), &fx.tree, &["--identity", s(&identity)]);
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+        assert_refused_never_wrong(&bad, &fx.files(), &fx.tree, &[]);
+    }
+    let err = refused(
+        &run(&["ls", s(&fx.path("key-unknown.dwarfs"))]),
+        "a hidden key section",
+    );
+    assert!(err.contains("key section was given another type"), "{err}");
 }
 
 #[test]

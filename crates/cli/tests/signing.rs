@@ -5,8 +5,9 @@
 mod common;
 
 use common::{
-    create_image, dwarfs_bin, dwarfs_check_and_extract, files_using_block, fuse_available, hoard,
-    noise, run, skipped, tampered,
+    assert_refused_never_wrong, create_image, dwarfs_bin, dwarfs_check_and_extract,
+    files_using_block, fuse_available, hoard, noise, rehash, run, skipped, tamper_section,
+    tampered, with_recovery_of, SectionList,
 };
 use hoard_format::section::SectionType;
 use std::collections::BTreeSet;
@@ -331,6 +332,164 @@ fn tampered_metadata_or_index_refuses_the_open() {
         );
         assert!(err.contains("does not match the image signature"), "{err}");
         refused(&verify(bad, &fx.public), "verify");
+    }
+}
+
+/// The files of the test tree, as paths in the image.
+fn all_files() -> Vec<String> {
+    let mut files = noise_files();
+    files.push("notes.txt".into());
+    files
+}
+
+/// Changes around the signed sections, with every hash that is not the
+/// signature's made to match again, are refused by `verify` and by
+/// reads with `--trust`: no read gives other bytes than the file's.
+#[test]
+fn changes_around_the_signed_sections_are_refused_and_no_read_gives_other_bytes() {
+    let fx = Fixture::new();
+    let header = fx.path("header.sh");
+    std::fs::write(&header, "#!/bin/sh\nexec hoard mount \"$0\" \"$@\"\n").unwrap();
+    let with_header = ["--sign", s(&fx.key), "--header", s(&header)];
+    let image = fx.image("signed.dwarfs", &with_header);
+    // Another image signed with the same key: other blocks (32 KiB).
+    let other_image = create_image(
+        &fx.tree,
+        &fx.path("other.dwarfs"),
+        &[&["-S", "15", "-l1"][..], &with_header[..]].concat(),
+    );
+    let other = SectionList::read(&other_image);
+    let list = SectionList::read(&image);
+    let block = list.nth(SectionType::BLOCK, 1);
+    let changed = |change: &dyn Fn(&mut SectionList)| {
+        let mut l = list.clone();
+        change(&mut l);
+        l
+    };
+    let signature_length =
+        |tail: &[u8]| 64 + u64::from_le_bytes(tail[56..64].try_into().unwrap()) as usize;
+    let cases: Vec<(&str, SectionList)> = vec![
+        (
+            "appended",
+            changed(&|l| l.tail.extend_from_slice(b"appended data\n")),
+        ),
+        (
+            "spliced-block",
+            changed(&|l| {
+                l.sections[block] = other.sections[other.nth(SectionType::BLOCK, 1)].clone()
+            }),
+        ),
+        (
+            "spliced-signature",
+            changed(&|l| l.tail = other.tail.clone()),
+        ),
+        (
+            "spliced-image",
+            changed(&|l| {
+                l.sections = other.sections.clone();
+            }),
+        ),
+        ("prefix-changed", changed(&|l| l.prefix[12] ^= 0x20)),
+        (
+            "prefix-replaced",
+            changed(&|l| l.prefix = b"#!/bin/false\n".to_vec()),
+        ),
+        ("prefix-dropped", changed(&|l| l.prefix.clear())),
+        (
+            "signature-header",
+            changed(&|l| {
+                let end = signature_length(&l.tail);
+                // Compressed, it says: its hashes made to match.
+                l.tail[54] = 2;
+                rehash(&mut l.tail[..end]);
+            }),
+        ),
+        (
+            "signature-number",
+            changed(&|l| {
+                let end = signature_length(&l.tail);
+                l.tail[48] ^= 0x01;
+                rehash(&mut l.tail[..end]);
+            }),
+        ),
+        (
+            "signature-payload",
+            changed(&|l| {
+                let end = signature_length(&l.tail);
+                tamper_section(&mut l.tail[..end]);
+            }),
+        ),
+    ];
+    let trust = ["--trust", s(&fx.public)];
+    for (what, l) in cases {
+        let bad = l.write(&fx.path(&format!("{what}.dwarfs")));
+        refused(&verify(&bad, &fx.public), what);
+        let err = assert_refused_never_wrong(&bad, &all_files(), &fx.tree, &trust);
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+    }
+    // The image as it was written passes all this.
+    let same = list.write(&fx.path("same.dwarfs"));
+    ok(
+        &verify(&same, &fx.public),
+        "verify of the image written back",
+    );
+}
+
+/// Recovery data is not signed: recovery data built over changed bytes
+/// "repairs" genuine ones into them, and reads with `--trust` then take
+/// the genuine bytes as they are.
+#[test]
+fn malicious_recovery_data_leaves_genuine_bytes_readable() {
+    let fx = Fixture::new();
+    let image = fx.image("signed.dwarfs", &["--sign", s(&fx.key), "--recovery", "5"]);
+    let img = hoard_reader::Image::open(&image, &Default::default()).unwrap();
+    let blocks: Vec<(usize, usize)> = img
+        .sections()
+        .iter()
+        .filter(|s| s.header.kind == SectionType::BLOCK)
+        .map(|s| (s.offset as usize, s.end() as usize))
+        .collect();
+    let metadata = img.find(SectionType::METADATA_V2).unwrap();
+    let metadata = (metadata.offset as usize, metadata.end() as usize);
+    let signature = img.find(SectionType::HOARD_SIGNATURE).unwrap();
+    let signature = (signature.offset as usize, signature.end() as usize);
+    drop(img);
+    type Change<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
+    let cases: Vec<(&str, Change)> = vec![
+        (
+            "a block",
+            Box::new(|b: &mut Vec<u8>| tamper_section(&mut b[blocks[1].0..blocks[1].1])),
+        ),
+        (
+            "every block",
+            Box::new(|b: &mut Vec<u8>| {
+                for &(start, end) in &blocks {
+                    tamper_section(&mut b[start..end]);
+                }
+            }),
+        ),
+        (
+            "the metadata",
+            Box::new(|b: &mut Vec<u8>| tamper_section(&mut b[metadata.0..metadata.1])),
+        ),
+        (
+            "the signature",
+            Box::new(|b: &mut Vec<u8>| tamper_section(&mut b[signature.0..signature.1])),
+        ),
+    ];
+    for (what, change) in cases {
+        let forged = with_recovery_of(&image, &fx.path("forged.dwarfs"), change);
+        for file in all_files() {
+            let out = run(&["cat", s(&forged), &file, "--trust", s(&fx.public)]);
+            ok(
+                &out,
+                &format!("cat {file}, recovery data forged over {what}"),
+            );
+            assert!(
+                out.stdout == std::fs::read(fx.tree.join(&file)).unwrap(),
+                "{what}: {file}"
+            );
+        }
     }
 }
 

@@ -3,9 +3,10 @@
 use crate::cache::{Block, BlockCache, DEFAULT_DECRATIO};
 use crate::delta::{decode_dependencies, Dependency, Lower, DELTA_FEATURE, DEPENDS_XATTR};
 use crate::error::{corrupt, Error, Result};
-use crate::image::{Image, OpenOptions, Section};
+use crate::image::{Image, OpenOptions};
 use crate::inode::{FileKind, InodeLayout, Stat, Time};
 use crate::offsets::{self, ChunkOffsets, CHECKPOINT, MANY_CHUNKS};
+use crate::section::Section;
 use crate::tables::{inode_field, Tables};
 use hoard_format::metadata::{Metadata, SUPPORTED_FEATURES};
 use hoard_format::section::SectionType;
@@ -303,16 +304,23 @@ impl Filesystem {
 
     /// The identity a delta layer records of the images it depends on:
     /// the SHA-256 of [`Filesystem::identity`] and of the place (from the
-    /// image's start) and size of every block, so that an image with the
-    /// same metadata but other blocks is another image.
+    /// image's start), size and contents of every block (the SHA-512/256
+    /// its header records, its XXH3-64 in images older than v2.2), so
+    /// that an image with the same metadata but other blocks is another
+    /// image. Reads every block header (not the payloads).
     pub fn delta_identity(&self) -> [u8; 32] {
         use sha2::Digest;
         let mut h = sha2::Sha256::new();
         h.update(self.identity());
-        for b in &self.blocks {
+        for b in self.blocks() {
             // From the image's start: the same with a header before it.
             h.update(b.offset.saturating_sub(self.image.offset()).to_le_bytes());
             h.update(b.header.length.to_le_bytes());
+            match (b.header.sha512_256, b.header.xxh3_64) {
+                (Some(sha), _) => h.update(sha),
+                (None, Some(xxh3)) => h.update(xxh3.to_le_bytes()),
+                (None, None) => h.update([0u8; 32]),
+            }
         }
         h.finalize().into()
     }

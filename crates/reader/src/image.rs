@@ -3,6 +3,7 @@
 
 use crate::encrypted::Encryption;
 use crate::error::{corrupt, Error, Result};
+use crate::section::Section;
 use crate::signed::Signed;
 use crate::source::Source;
 use hoard_format::section::{
@@ -58,48 +59,6 @@ pub struct OpenOptions {
     pub identities: Option<std::sync::Arc<hoard_trust::encrypt::Identities>>,
 }
 
-/// One section of the image.
-#[derive(Debug, Clone)]
-pub struct Section {
-    /// Its decoded header.
-    pub header: SectionHeader,
-    /// Absolute file offset of its header.
-    pub offset: u64,
-    /// Why its payload cannot be read: set for a BLOCK whose header is
-    /// damaged but whose place the (sound) section index gives, so the
-    /// rest of the image stays readable.
-    pub damaged: Option<String>,
-    /// The header is not read yet (a BLOCK listed from the section index):
-    /// its place, size, kind and number are known, its compression and
-    /// checksums are read with its payload (in the same request from a
-    /// remote source). [`Image::sections`] lists every section with its
-    /// header.
-    pub pending: bool,
-}
-
-impl Section {
-    /// Absolute file offset of its payload.
-    pub fn payload_offset(&self) -> u64 {
-        self.offset + self.header.size() as u64
-    }
-
-    /// Absolute file offset just past its payload.
-    pub fn end(&self) -> u64 {
-        self.payload_offset() + self.header.length
-    }
-
-    /// The reader's error for a payload of this section that does not
-    /// decode.
-    pub fn decode_error(&self, e: hoard_codec::CodecError) -> Error {
-        corrupt!(
-            "{} section {} at offset {}: {e}",
-            self.header.kind.name(),
-            self.header.number.map_or(String::new(), |n| n.to_string()),
-            self.offset
-        )
-    }
-}
-
 /// An opened image: its file, version and sections.
 #[derive(Debug)]
 pub struct Image {
@@ -116,6 +75,9 @@ pub struct Image {
     signed: Option<Signed>,
     /// The key of an encrypted image.
     encryption: Option<Encryption>,
+    /// Loads check the SHA-512/256 of each section too (see
+    /// [`Image::check_contents`]).
+    checks_sha: std::sync::atomic::AtomicBool,
 }
 
 impl Image {
@@ -123,29 +85,72 @@ impl Image {
     /// name `path`: the caller does.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
         let source = Source::open(path, !options.no_mmap)?;
-        let image = Self::from_source_sized(source, options.offset, options.image_size)?;
+        let image = Self::from_source_sized(source, options.offset, options.image_size);
         let image = match &options.trust {
-            Some(trusted) => image.trusting(trusted)?,
-            None => image,
+            Some(trusted) => match image.and_then(|image| image.trusting(trusted)) {
+                Ok(image) => image,
+                Err(e) => Self::open_as_it_is(path, options, trusted).map_err(|_| e)?,
+            },
+            None => image?,
         };
         image.unlocking(options.identities.as_deref())
+    }
+
+    /// The image in `path` listed and checked against its signature
+    /// without its recovery data: recovery data is not signed, and what
+    /// it "repairs" may be what made the open fail.
+    fn open_as_it_is(
+        path: &Path,
+        options: &OpenOptions,
+        trusted: &hoard_trust::TrustedKeys,
+    ) -> Result<Self> {
+        let source = Source::open(path, !options.no_mmap)?;
+        Self::list(source, options.offset, options.image_size, false)
+            .map_err(|(e, _)| e)?
+            .trusting(trusted)
     }
 
     /// This image with its data key unwrapped by one of `identities`,
     /// when it is encrypted (after its signature is checked, if it was
     /// opened trusting keys); opened without identities, an encrypted
-    /// image reads only its plain sections.
+    /// image reads only its plain sections. An encrypted image's listing
+    /// is checked (see [`crate::encrypted`]), and one whose key section
+    /// was given another type is refused rather than read as plain.
     pub fn unlocking(
         mut self,
         identities: Option<&hoard_trust::encrypt::Identities>,
     ) -> Result<Self> {
         let Some(section) = self.find(hoard_trust::encrypt::SECTION_TYPE).cloned() else {
+            self.refuse_hidden_key(identities.is_some_and(|ids| !ids.is_empty()))?;
             return Ok(self);
         };
         let payload = self.verified_payload(&section)?;
-        let encryption = Encryption::open(&payload, identities)?;
+        let encryption = Encryption::open(&self.sections, &payload, identities)?;
         self.encryption = Some(encryption);
         Ok(self)
+    }
+
+    /// Refuses an image without a key section whose first section starts
+    /// as a key section does (an encrypted image whose key section was
+    /// retyped): looked at in a local file, and in a remote one when
+    /// identities are given (one small fetch).
+    fn refuse_hidden_key(&self, identities: bool) -> Result<()> {
+        let Some(first) = self.sections.first() else {
+            return Ok(());
+        };
+        if self.source.remote().is_some() && !identities {
+            return Ok(());
+        }
+        let start = self
+            .source
+            .read_upto(first.payload_offset(), 8)
+            .unwrap_or_default();
+        if crate::encrypted::is_hidden_key(&start) {
+            return Err(corrupt!(
+                "the image is encrypted, but its key section was given another type"
+            ));
+        }
+        Ok(())
     }
 
     /// The key of an encrypted image; `None` for a plain one.
@@ -155,15 +160,15 @@ impl Image {
 
     /// This image, once its signature by one of `trusted` is checked and
     /// every section but blocks matches it; loads are checked from then on.
+    /// With recovery data, the signature is checked against the file as
+    /// it is first, then as repaired (see [`Image::verified`]).
     pub fn trusting(mut self, trusted: &hoard_trust::TrustedKeys) -> Result<Self> {
-        let signed = Signed::check(
-            &self.source,
-            &self.sections,
-            self.offset,
-            self.version,
-            trusted,
-            |s| self.verified_payload(s).map(Cow::into_owned),
-        )?;
+        let signed = match self.source.recovery() {
+            Some((_, as_it_is)) => self
+                .check_signature(as_it_is, trusted)
+                .or_else(|_| self.check_signature(&self.source, trusted)),
+            None => self.check_signature(&self.source, trusted),
+        }?;
         self.signed = Some(signed);
         for s in &self.sections {
             let kind = s.header.kind;
@@ -175,6 +180,34 @@ impl Image {
             }
         }
         Ok(self)
+    }
+
+    /// The signature of the image read from `source`, checked.
+    fn check_signature(
+        &self,
+        source: &Source,
+        trusted: &hoard_trust::TrustedKeys,
+    ) -> Result<Signed> {
+        Signed::check(
+            source,
+            &self.sections,
+            self.offset,
+            self.version,
+            trusted,
+            |s| {
+                self.checked_from(source, s, false)
+                    .map(|(_, payload)| payload.into_owned())
+            },
+        )
+    }
+
+    /// From now on, every load also checks the section's SHA-512/256
+    /// (v2.2+ sections), on a copy of its payload: for the base of a
+    /// delta layer, whose identity names its blocks by those hashes (see
+    /// [`crate::Filesystem::delta_identity`]).
+    pub fn check_contents(&self) {
+        self.checks_sha
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The signature loads are checked against, when opened with trusted keys.
@@ -196,7 +229,7 @@ impl Image {
         offset: ImageOffset,
         size: Option<u64>,
     ) -> Result<Self> {
-        let (error, source) = match Self::list(source, offset, size) {
+        let (error, source) = match Self::list(source, offset, size, true) {
             Ok(image) => return image.through_listed_recovery(offset, size),
             Err(failure) => failure,
         };
@@ -205,7 +238,7 @@ impl Image {
         }
         match hoard_recovery::Recovery::search(&source) {
             Some(recovery) => {
-                Self::list(source.recovering(recovery), offset, size).map_err(|(e, _)| e)
+                Self::list(source.recovering(recovery), offset, size, true).map_err(|(e, _)| e)
             }
             None => Err(error),
         }
@@ -223,27 +256,29 @@ impl Image {
         };
         match hoard_recovery::Recovery::at_section(&self.source, section.offset) {
             Some(recovery) => {
-                Self::list(self.source.recovering(recovery), offset, size).map_err(|(e, _)| e)
+                Self::list(self.source.recovering(recovery), offset, size, true).map_err(|(e, _)| e)
             }
             None => Ok(self),
         }
     }
 
-    /// Finds the image and lists its sections; on failure, hands the
+    /// Finds the image and lists its sections, read through its recovery
+    /// data when it has some and `find_recovery`; on failure, hands the
     /// source back with the error.
     fn list(
         source: Source,
         offset: ImageOffset,
         size: Option<u64>,
+        find_recovery: bool,
     ) -> std::result::Result<Self, (Error, Source)> {
         let offset = match offset {
             ImageOffset::At(o) => o,
             // A remote image most likely starts at 0: try that before
             // searching, which reads a megabyte from the server.
             ImageOffset::Auto if source.remote().is_some() => {
-                match Self::list(source, ImageOffset::At(0), size) {
+                match Self::list(source, ImageOffset::At(0), size, find_recovery) {
                     Ok(image) => return Ok(image),
-                    Err((_, source)) => return Self::list_searched(source, size),
+                    Err((_, source)) => return Self::list_searched(source, size, find_recovery),
                 }
             }
             ImageOffset::Auto => {
@@ -269,7 +304,7 @@ impl Image {
             Some(size) => source.limited(offset.saturating_add(size)),
             None => source,
         };
-        if source.recovery().is_none() {
+        if find_recovery && source.recovery().is_none() {
             if let Some(recovery) = hoard_recovery::Recovery::find(&source) {
                 source = source.recovering(recovery);
             }
@@ -291,6 +326,7 @@ impl Image {
             index_problem: None,
             signed: None,
             encryption: None,
+            checks_sha: std::sync::atomic::AtomicBool::new(false),
         };
         if version.minor >= 4 {
             match image.sections_from_index() {
@@ -317,6 +353,7 @@ impl Image {
     fn list_searched(
         source: Source,
         size: Option<u64>,
+        find_recovery: bool,
     ) -> std::result::Result<Self, (Error, Source)> {
         match section::find_image_offset(source.len(), &mut |off, len| {
             source
@@ -324,7 +361,7 @@ impl Image {
                 .map(Cow::into_owned)
                 .unwrap_or_default()
         }) {
-            Some(o) => Self::list(source, ImageOffset::At(o), size),
+            Some(o) => Self::list(source, ImageOffset::At(o), size, find_recovery),
             None => Err((corrupt!("no DwarFS image found in file"), source)),
         }
     }
@@ -743,12 +780,6 @@ impl Image {
             .flatten()
     }
 
-    /// The raw header bytes of a section.
-    fn raw_header(&self, section: &Section) -> Result<Cow<'_, [u8]>> {
-        self.source
-            .read(section.offset, section.header.size() as u64)
-    }
-
     /// The payload of a section after checking its XXH3-64 hash.
     ///
     /// A remote source is told whether the bytes were right; bytes that
@@ -758,35 +789,29 @@ impl Image {
     }
 
     /// The header (read now if it was pending) and the payload of a
-    /// section after checking its XXH3-64 hash.
+    /// section after checking its XXH3-64 hash (and, with `--trust`, its
+    /// signed hash).
     ///
     /// A remote source is told whether the bytes were right; bytes that
-    /// were not are fetched once more before giving up.
+    /// were not are fetched once more before giving up. A signed image
+    /// with recovery data is read as it is first, then repaired: recovery
+    /// data is not signed, so what it repairs may be what fails the
+    /// signature, and genuine bytes stay readable whatever it holds.
     fn verified(&self, section: &Section) -> Result<(SectionHeader, Cow<'_, [u8]>)> {
         let attempts = if self.source.remote().is_some() { 2 } else { 1 };
         let mut result = Err(corrupt!("no attempt"));
         for _ in 0..attempts {
-            result = self.header_of(section).and_then(|header| {
-                let mut payload = self.raw_payload(section)?;
-                let raw_header = self.raw_header(section)?;
-                section::verify_xxh3(&header, &raw_header, &payload)?;
-                let Some(signed) = &self.signed else {
-                    return Ok((header.into_owned(), payload));
-                };
-                // What is used is what was checked, one copy of it: a
-                // server may answer two reads of a header differently, and
-                // a mapped file may change between check and use.
-                payload = Cow::Owned(payload.into_owned());
-                signed.check_section(section, &raw_header, &payload)?;
-                let checked = section::parse_header(&raw_header, self.version)?;
-                if checked != *header {
-                    return Err(corrupt!(
-                        "section at offset {} changed while it was read",
-                        section.offset
-                    ));
-                }
-                Ok((checked, payload))
-            });
+            if section.pending {
+                // The whole section in one request from a remote source.
+                self.source
+                    .prefetch(std::slice::from_ref(&(section.offset..section.end())));
+            }
+            result = match self.source.recovery() {
+                Some((_, as_it_is)) if self.signed.is_some() => self
+                    .checked_from(as_it_is, section, false)
+                    .or_else(|_| self.checked_from(&self.source, section, true)),
+                _ => self.checked_from(&self.source, section, true),
+            };
             self.source
                 .checked(section.offset..section.end(), result.is_ok());
             if result.is_ok() {
@@ -794,6 +819,72 @@ impl Image {
             }
         }
         result
+    }
+
+    /// The header and payload of `section` read from `source` (the
+    /// image's, or the file as it is below its recovery data), checked:
+    /// the header is copied once, then hashed, checked against the
+    /// listing and parsed from that copy, so a file changing meanwhile
+    /// cannot slip another header past the checks. With `--trust` the
+    /// payload is copied too, and a mismatch with the signature is
+    /// logged when `report`.
+    fn checked_from<'s>(
+        &self,
+        source: &'s Source,
+        section: &Section,
+        report: bool,
+    ) -> Result<(SectionHeader, Cow<'s, [u8]>)> {
+        if let Some(why) = &section.damaged {
+            return Err(corrupt!("{why}"));
+        }
+        let (raw_header, header) = self.header_copy(source, section)?;
+        let mut payload = source.read(section.payload_offset(), section.header.length)?;
+        section::verify_xxh3(&header, &raw_header, &payload)?;
+        if self.checks_sha.load(std::sync::atomic::Ordering::Relaxed) {
+            payload = Cow::Owned(payload.into_owned());
+            section::verify_sha512_256(&header, &raw_header, &payload)?;
+        }
+        let Some(signed) = &self.signed else {
+            return Ok((header, payload));
+        };
+        // What is used is what was checked, one copy of it: a server may
+        // answer two reads differently, and a mapped file may change
+        // between check and use.
+        payload = Cow::Owned(payload.into_owned());
+        signed.check_section(section, &raw_header, &payload, report)?;
+        Ok((header, payload))
+    }
+
+    /// A copy of the header bytes of `section` read from `source`, and
+    /// the header parsed from that copy, which must be the one listed
+    /// (for a block listed from the section index, its type, number and
+    /// length).
+    fn header_copy(&self, source: &Source, section: &Section) -> Result<(Vec<u8>, SectionHeader)> {
+        let raw = source
+            .read(section.offset, section.header.size() as u64)
+            .map_err(|_| corrupt!("truncated section header at offset {}", section.offset))?
+            .into_owned();
+        let header = section::parse_header(&raw, self.version)?;
+        let listed = &section.header;
+        if section.pending {
+            if header.kind != listed.kind
+                || header.number != listed.number
+                || header.length != listed.length
+                || header.version != self.version
+            {
+                return Err(corrupt!(
+                    "section index entry {} does not match the section at offset {}",
+                    listed.number.unwrap_or_default(),
+                    section.offset
+                ));
+            }
+        } else if header != *listed {
+            return Err(corrupt!(
+                "section at offset {} changed while it was read",
+                section.offset
+            ));
+        }
+        Ok((raw, header))
     }
 
     /// The payload of a section as it was compressed: checked as by
@@ -822,9 +913,9 @@ impl Image {
 
     /// Checks the SHA-512/256 hash of a section (v2.2+; older sections pass).
     pub fn verify_sha(&self, section: &Section) -> Result<()> {
-        let header = self.header_of(section)?;
+        let (raw_header, header) = self.header_copy(&self.source, section)?;
         let payload = self.raw_payload(section)?;
-        section::verify_sha512_256(&header, &self.raw_header(section)?, &payload)?;
+        section::verify_sha512_256(&header, &raw_header, &payload)?;
         Ok(())
     }
 

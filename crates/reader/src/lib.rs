@@ -12,6 +12,7 @@
 //!
 //! * [`image`] — finds the image in its file (an optional prefix is skipped),
 //!   lists its sections and loads them, checking hashes.
+//! * [`section`] — one listed section: its header and place.
 //! * [`fs`] — the file system: lookup, readdir, stat, readlink, read. The
 //!   metadata is read in place, as it lies in the image: opening decodes
 //!   only small tables, so it takes milliseconds whatever the number of
@@ -53,6 +54,7 @@ pub mod fuzzing;
 pub mod image;
 pub mod inode;
 mod offsets;
+pub mod section;
 pub mod set;
 pub mod signed;
 pub mod source;
@@ -63,8 +65,9 @@ pub mod walk;
 
 pub use error::{Error, Result};
 pub use fs::{ContentPiece, DirEntry, Extent, Filesystem, FsOptions};
-pub use image::{Image, ImageOffset, OpenOptions, Section};
+pub use image::{Image, ImageOffset, OpenOptions};
 pub use inode::{FileKind, Stat, Time};
+pub use section::Section;
 pub use set::Set;
 pub use stack::Stack;
 pub use view::{Located, View, ViewEntry, ViewExt, ViewNode};

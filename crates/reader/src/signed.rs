@@ -11,7 +11,7 @@
 //! and a tampered block fails the reads that need it (logged once).
 
 use crate::error::{corrupt, Error, Result};
-use crate::image::Section;
+use crate::section::Section;
 use crate::source::Source;
 use hoard_format::section::{SectionType, Version};
 use hoard_trust::{ImageDigest, PublicKey, Signature, TrustedKeys};
@@ -95,12 +95,13 @@ impl Signed {
     }
 
     /// Checks a section's header and payload against the signed digest;
-    /// a mismatch is logged once per section.
+    /// a mismatch is logged once per section when `report`.
     pub(crate) fn check_section(
         &self,
         section: &Section,
         header: &[u8],
         payload: &[u8],
+        report: bool,
     ) -> Result<()> {
         if section.offset >= self.signature_offset {
             return Ok(());
@@ -118,11 +119,12 @@ impl Signed {
             section.header.number.unwrap_or_default(),
             section.offset
         );
-        let first = self
-            .reported
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(section.offset);
+        let first = report
+            && self
+                .reported
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(section.offset);
         if first && section.header.kind == SectionType::BLOCK {
             eprintln!("hoard: error: {what}: reads of the files in it fail");
         }

@@ -143,6 +143,9 @@ fn attach_delta_layers(layers: &[Arc<Filesystem>]) -> Result<()> {
                     j + 1
                 )));
             }
+            // Its identity names its blocks by the hashes their headers
+            // record: reads check them.
+            below.image().check_contents();
         }
         if deps.len() != i {
             return Err(Error::Unsupported(format!(

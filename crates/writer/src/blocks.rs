@@ -246,7 +246,9 @@ pub fn compress_blocks<T: Send>(
     // Block n is section `first + n`: each worker hashes its own blocks'
     // headers, so the writer thread only writes.
     let first = image.next_section_number()?;
-    // In an encrypted image each worker seals its blocks too.
+    // In an encrypted image each worker seals its blocks too, each bound
+    // to its block number (block n is block `first_block + n`).
+    let first_block = image.blocks_written();
     let cipher = image.cipher();
     let (ticket_tx, ticket_rx) = bounded::<()>(in_flight);
     for _ in 0..in_flight {
@@ -281,6 +283,7 @@ pub fn compress_blocks<T: Send>(
                                 number: section,
                                 kind: SectionType::BLOCK,
                                 compression: algo,
+                                blocks_before: first_block.saturating_add(number),
                             };
                             cipher.seal(place, &mut payload);
                         }

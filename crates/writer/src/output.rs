@@ -128,6 +128,9 @@ pub struct ImageFile {
     sign: Option<Arc<SecretKey>>,
     /// Seal sections with this data key (an encrypted image).
     cipher: Option<Arc<SectionCipher>>,
+    /// BLOCK sections written so far: what a sealed section is bound to
+    /// besides its own number (see hoard-trust's `encrypt::cipher`).
+    blocks: u32,
     /// Append recovery data of this many percent.
     recovery: Option<u32>,
 }
@@ -189,6 +192,7 @@ impl ImageFile {
             fsync: options.fsync,
             sign: options.sign.clone(),
             cipher: None,
+            blocks: 0,
             recovery: options.recovery,
         };
         if let Some(recipients) = &options.encrypt {
@@ -229,6 +233,12 @@ impl ImageFile {
         Some((m.dev(), m.ino()))
     }
 
+    /// How many BLOCK sections were written so far: the block number of
+    /// the next one, which its seal is bound to in an encrypted image.
+    pub fn blocks_written(&self) -> u32 {
+        self.blocks
+    }
+
     /// The number the next section will get.
     pub fn next_section_number(&self) -> Result<u32> {
         u32::try_from(self.index.len()).map_err(|_| Error::Input("too many sections".into()))
@@ -252,6 +262,7 @@ impl ImageFile {
                 number,
                 kind,
                 compression,
+                blocks_before: self.blocks,
             };
             cipher.seal(place, &mut sealed);
             let header = encode_header_v2(number, kind, compression, &sealed);
@@ -281,6 +292,12 @@ impl ImageFile {
             }
             let compression = Compression(u16::from_le_bytes([header[54], header[55]]));
             header = encode_header_v2(number, kind, compression, payload);
+        }
+        if kind == SectionType::BLOCK {
+            self.blocks = self
+                .blocks
+                .checked_add(1)
+                .ok_or_else(|| Error::Input("too many blocks".into()))?;
         }
         self.index.push(IndexEntry {
             kind,

@@ -408,15 +408,167 @@ pub fn tampered(
 /// Changes one payload byte of the v2 section `bytes` (header and
 /// payload) and makes its header hashes match again.
 pub fn tamper_section(bytes: &mut [u8]) {
+    let mid = (bytes.len() + hoard_format::section::V2_HEADER_SIZE) / 2;
+    bytes[mid] ^= 0x01;
+    rehash(bytes);
+}
+
+/// Makes the header hashes (XXH3-64 and SHA-512/256) of the v2 section
+/// `bytes` (header and payload) match its fields and payload again, as
+/// an attacker would after changing either.
+pub fn rehash(bytes: &mut [u8]) {
     use hoard_format::section::{Compression, SectionType, V2_HEADER_SIZE};
     let (header, payload) = bytes.split_at_mut(V2_HEADER_SIZE);
-    let mid = payload.len() / 2;
-    payload[mid] ^= 0x01;
     let number = u32::from_le_bytes(header[48..52].try_into().unwrap());
     let kind = SectionType(u16::from_le_bytes(header[52..54].try_into().unwrap()));
     let compression = Compression(u16::from_le_bytes(header[54..56].try_into().unwrap()));
     let fixed = hoard_format::section::encode_header_v2(number, kind, compression, payload);
     header[8..].copy_from_slice(&fixed[8..]);
+}
+
+/// The tamper toolkit: an image file cut into its sections, to be
+/// changed as an attacker would (sections retyped, dropped, reordered,
+/// duplicated, spliced in from another image), then written back by
+/// [`SectionList::write`] with every section renumbered, its header
+/// hashes made to match and the section index rebuilt, so that only a
+/// seal or a signature can tell.
+#[derive(Clone)]
+pub struct SectionList {
+    /// The bytes before the first section (`--header`).
+    pub prefix: Vec<u8>,
+    /// Each section before the section index, header and payload.
+    pub sections: Vec<Vec<u8>>,
+    /// What follows the section index (signature, recovery data), as it is.
+    pub tail: Vec<u8>,
+}
+
+impl SectionList {
+    /// The sections of the (v2.2+, indexed) image file `image`.
+    pub fn read(image: &Path) -> Self {
+        use hoard_format::section::SectionType;
+        let img = hoard_reader::Image::open(image, &Default::default()).unwrap();
+        let bytes = std::fs::read(image).unwrap();
+        let listed = img.sections();
+        let index = listed
+            .iter()
+            .position(|s| s.header.kind == SectionType::SECTION_INDEX)
+            .expect("a section index");
+        let range = |s: &hoard_reader::Section| s.offset as usize..s.end() as usize;
+        SectionList {
+            prefix: bytes[..img.offset() as usize].to_vec(),
+            sections: listed[..index]
+                .iter()
+                .map(|s| bytes[range(s)].to_vec())
+                .collect(),
+            tail: bytes[listed[index].end() as usize..].to_vec(),
+        }
+    }
+
+    /// The type of section `i`.
+    pub fn kind(&self, i: usize) -> hoard_format::section::SectionType {
+        let h = &self.sections[i];
+        hoard_format::section::SectionType(u16::from_le_bytes([h[52], h[53]]))
+    }
+
+    /// Where the `nth` section of type `kind` is.
+    pub fn nth(&self, kind: hoard_format::section::SectionType, nth: usize) -> usize {
+        (0..self.sections.len())
+            .filter(|&i| self.kind(i) == kind)
+            .nth(nth)
+            .expect("so many sections of that type")
+    }
+
+    /// Gives section `i` type `kind`.
+    pub fn retype(&mut self, i: usize, kind: hoard_format::section::SectionType) {
+        self.sections[i][52..54].copy_from_slice(&kind.0.to_le_bytes());
+    }
+
+    /// Writes the image to `out`: the prefix, the sections numbered in
+    /// order with their hashes made to match, a section index listing
+    /// them, then the tail.
+    pub fn write(&self, out: &Path) -> PathBuf {
+        use hoard_format::section::{encode_index_entry, Compression, IndexEntry, SectionType};
+        let mut bytes = self.prefix.clone();
+        let mut entries = Vec::new();
+        let mut offset = 0u64;
+        for (i, section) in self.sections.iter().enumerate() {
+            let mut section = section.clone();
+            section[48..52].copy_from_slice(&(i as u32).to_le_bytes());
+            rehash(&mut section);
+            entries.push(IndexEntry {
+                kind: self.kind(i),
+                offset,
+            });
+            offset += section.len() as u64;
+            bytes.extend_from_slice(&section);
+        }
+        entries.push(IndexEntry {
+            kind: SectionType::SECTION_INDEX,
+            offset,
+        });
+        let payload: Vec<u8> = entries
+            .iter()
+            .flat_map(|e| encode_index_entry(*e).to_le_bytes())
+            .collect();
+        let number = self.sections.len() as u32;
+        let header = hoard_format::section::encode_header_v2(
+            number,
+            SectionType::SECTION_INDEX,
+            Compression::NONE,
+            &payload,
+        );
+        bytes.extend_from_slice(&header);
+        bytes.extend_from_slice(&payload);
+        bytes.extend_from_slice(&self.tail);
+        std::fs::write(out, bytes).unwrap();
+        out.to_path_buf()
+    }
+}
+
+/// A copy of `image` (which has recovery data) at `out` whose recovery
+/// data was built over its bytes as `change` leaves them: recovery data
+/// that "repairs" genuine bytes into the changed ones.
+pub fn with_recovery_of(image: &Path, out: &Path, change: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
+    let bytes = std::fs::read(image).unwrap();
+    let recovery = hoard_recovery::Recovery::find(&bytes).expect("recovery data");
+    let layout = *recovery.layout();
+    let start = layout.section_start() as usize;
+    let mut changed = bytes[..start].to_vec();
+    change(&mut changed);
+    let built = hoard_recovery::build_section(&layout, &changed).unwrap();
+    let mut forged = bytes[..start].to_vec();
+    forged.extend_from_slice(&built.bytes);
+    std::fs::write(out, forged).unwrap();
+    out.to_path_buf()
+}
+
+/// Reads each of `files` (paths in the image, whose contents are the
+/// files of the same path below `tree`) with `hoard cat IMAGE FILE
+/// ARGS...`, and fails if any read gives other bytes than the file's,
+/// or if every read succeeds (the change went unnoticed). Returns the
+/// first error.
+pub fn assert_refused_never_wrong(
+    image: &Path,
+    files: &[String],
+    tree: &Path,
+    args: &[&str],
+) -> String {
+    let mut first_error = None;
+    for file in files {
+        let mut cat = vec!["cat", image.to_str().unwrap(), file.as_str()];
+        cat.extend_from_slice(args);
+        let out = run(&cat);
+        if out.status.success() {
+            assert!(
+                out.stdout == std::fs::read(tree.join(file)).unwrap(),
+                "{}: {file} read as other bytes",
+                image.display()
+            );
+        } else {
+            first_error.get_or_insert_with(|| String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+    }
+    first_error.unwrap_or_else(|| panic!("{}: every read succeeded", image.display()))
 }
 
 /// Which of `paths` (regular files in `image`) have data in block `block`.

@@ -6,8 +6,11 @@
 //! the section number (little-endian, then zeros): section numbers are
 //! unique in an image and the data key is drawn at random for each image
 //! written, so no nonce is used twice under one key. The associated data
-//! is the section's type, compression and number, so a section cannot be
-//! moved, renumbered or given another codec without failing its tag.
+//! is the section's type, compression and number and the number of
+//! blocks before it, so a section cannot be moved, renumbered or given
+//! another codec, and no section before it can be retyped, dropped or
+//! added, without failing its tag: a block is bound to its place among
+//! the blocks, and the metadata (after the blocks) to their count.
 
 use crate::{Error, Result};
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
@@ -42,6 +45,9 @@ pub struct SectionPlace {
     pub kind: SectionType,
     /// How its (plain) payload is compressed.
     pub compression: Compression,
+    /// How many BLOCK sections come before it in the image: for a block,
+    /// its block number.
+    pub blocks_before: u32,
 }
 
 impl SectionPlace {
@@ -51,11 +57,12 @@ impl SectionPlace {
         nonce.into()
     }
 
-    fn associated_data(&self) -> [u8; 8] {
-        let mut aad = [0u8; 8];
+    fn associated_data(&self) -> [u8; 12] {
+        let mut aad = [0u8; 12];
         aad[0..2].copy_from_slice(&self.kind.0.to_le_bytes());
         aad[2..4].copy_from_slice(&self.compression.0.to_le_bytes());
         aad[4..8].copy_from_slice(&self.number.to_le_bytes());
+        aad[8..12].copy_from_slice(&self.blocks_before.to_le_bytes());
         aad
     }
 }
@@ -128,6 +135,7 @@ mod tests {
             number,
             kind: SectionType::BLOCK,
             compression: Compression::ZSTD,
+            blocks_before: number - 1,
         }
     }
 
@@ -160,6 +168,11 @@ mod tests {
             ..place(3)
         };
         assert!(cipher.open(other_codec, payload.clone()).is_err());
+        let other_ordinal = SectionPlace {
+            blocks_before: 1,
+            ..place(3)
+        };
+        assert!(cipher.open(other_ordinal, payload.clone()).is_err());
         assert!(SectionCipher::generate()
             .unwrap()
             .open(place(3), payload.clone())

@@ -3,7 +3,7 @@
 //! listed in the section index, uncompressed and not sealed. Payload:
 //!
 //! ```text
-//! "HOARDKEY" | layout version 1 | cipher 1 (ChaCha20-Poly1305) | 6 zero bytes
+//! "HOARDKEY" | layout version 2 | cipher 1 (ChaCha20-Poly1305) | 6 zero bytes
 //!   | an age file (age-encryption.org/v1) whose plaintext is the 32-byte data key
 //! ```
 //!
@@ -11,6 +11,12 @@
 //! header lists one stanza per recipient (`-> X25519 …`, `-> ssh-ed25519
 //! …`, `-> scrypt …` for a passphrase), which is how [`KeySection`] tells
 //! how an image is encrypted without a key.
+//!
+//! Layout version 2 binds each sealed section to the number of blocks
+//! before it (see [`super::cipher`]); version 1, written by hoard before
+//! that, bound only the section's own number, type and codec, so a
+//! retyped block shifted the blocks after it unnoticed. Images of
+//! version 1 are refused with a message saying so.
 
 use super::{Identities, Recipients, SectionCipher};
 use crate::{Error, Result};
@@ -20,7 +26,10 @@ use zeroize::Zeroizing;
 /// Starts the payload.
 const MAGIC: &[u8; 8] = b"HOARDKEY";
 /// The payload layout version.
-const LAYOUT_VERSION: u8 = 1;
+const LAYOUT_VERSION: u8 = 2;
+/// The layout version of images whose seals do not cover their
+/// structure: no longer read.
+const UNBOUND_LAYOUT_VERSION: u8 = 1;
 /// The section cipher: ChaCha20-Poly1305 (see [`super::cipher`]).
 const CIPHER_CHACHA20_POLY1305: u8 = 1;
 /// Payload bytes before the age file.
@@ -85,11 +94,23 @@ impl KeySection {
         out
     }
 
+    /// Whether `bytes` (the first bytes of a section payload, any type)
+    /// start as a key section's do: how a key section whose type was
+    /// changed, to have its image read as a plain one, is told.
+    pub fn starts(bytes: &[u8]) -> bool {
+        bytes.starts_with(MAGIC)
+    }
+
     /// Decodes a key section's payload (read from an image: any bytes).
     pub fn parse(payload: &[u8]) -> Result<Self> {
         let bad = |why: &str| Error::Malformed(format!("key section: {why}"));
         if payload.len() < HEAD_SIZE || &payload[..8] != MAGIC {
             return Err(bad("not a hoard key section"));
+        }
+        if payload[8] == UNBOUND_LAYOUT_VERSION {
+            return Err(bad(
+                "layout version 1, whose seals do not cover the image's structure, is no longer read: decrypt it with the hoard that wrote it and encrypt it again",
+            ));
         }
         if payload[8] != LAYOUT_VERSION || payload[10..16] != [0; 6] {
             return Err(bad("unknown layout version (made by a newer hoard?)"));
@@ -210,6 +231,22 @@ mod tests {
         assert_eq!(parsed.wrapping(), Wrapping::Recipients(2));
         let unwrapped = parsed.unwrap(&Identities::load(&[id]).unwrap()).unwrap();
         assert_eq!(unwrapped.key(), cipher.key());
+    }
+
+    #[test]
+    fn the_unbound_layout_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, recipient) = identity_file(dir.path(), "a");
+        let mut payload = KeySection::wrap(
+            &SectionCipher::generate().unwrap(),
+            &Recipients::parse(&[recipient]).unwrap(),
+        )
+        .unwrap()
+        .payload();
+        assert!(KeySection::starts(&payload));
+        payload[8] = 1;
+        let e = KeySection::parse(&payload).unwrap_err().to_string();
+        assert!(e.contains("layout version 1"), "{e}");
     }
 
     #[test]
