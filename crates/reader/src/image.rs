@@ -53,6 +53,9 @@ pub struct OpenOptions {
     /// section against the signature before it is used (see
     /// [`crate::signed`]).
     pub trust: Option<hoard_trust::TrustedKeys>,
+    /// What the signature must claim (a name, a minimum version); only
+    /// with `trust`. Expired signatures are refused whatever this says.
+    pub expect: hoard_trust::Expectations,
     /// Open an encrypted image with one of these (see
     /// [`crate::encrypted`]); ignored for a plain image.
     pub identities: Option<std::sync::Arc<hoard_trust::encrypt::Identities>>,
@@ -125,7 +128,12 @@ impl Image {
         let source = Source::open(path, !options.no_mmap)?;
         let image = Self::from_source_sized(source, options.offset, options.image_size)?;
         let image = match &options.trust {
-            Some(trusted) => image.trusting(trusted)?,
+            Some(trusted) => image.trusting(trusted, &options.expect)?,
+            None if !options.expect.is_empty() => {
+                return Err(Error::Unsupported(
+                    "an expected name or version needs the keys to trust (--trust PUB)".into(),
+                ))
+            }
             None => image,
         };
         image.unlocking(options.identities.as_deref())
@@ -153,15 +161,20 @@ impl Image {
         self.encryption.as_ref()
     }
 
-    /// This image, once its signature by one of `trusted` is checked and
-    /// every section but blocks matches it; loads are checked from then on.
-    pub fn trusting(mut self, trusted: &hoard_trust::TrustedKeys) -> Result<Self> {
+    /// This image, once its signature by one of `trusted` is checked, its
+    /// claims meet `expect` (and have not expired), and every section but
+    /// blocks matches it; loads are checked from then on.
+    pub fn trusting(
+        mut self,
+        trusted: &hoard_trust::TrustedKeys,
+        expect: &hoard_trust::Expectations,
+    ) -> Result<Self> {
         let signed = Signed::check(
             &self.source,
             &self.sections,
-            self.offset,
-            self.version,
+            (self.offset, self.version),
             trusted,
+            expect,
             |s| self.verified_payload(s).map(Cow::into_owned),
         )?;
         self.signed = Some(signed);

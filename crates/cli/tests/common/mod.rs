@@ -408,10 +408,16 @@ pub fn tampered(
 /// Changes one payload byte of the v2 section `bytes` (header and
 /// payload) and makes its header hashes match again.
 pub fn tamper_section(bytes: &mut [u8]) {
+    let header = hoard_format::section::V2_HEADER_SIZE;
+    bytes[header + (bytes.len() - header) / 2] ^= 0x01;
+    rehash_section(bytes);
+}
+
+/// Makes the header hashes (XXH3-64, SHA-512/256) of the v2 section
+/// `bytes` (header and payload) match its payload again.
+pub fn rehash_section(bytes: &mut [u8]) {
     use hoard_format::section::{Compression, SectionType, V2_HEADER_SIZE};
     let (header, payload) = bytes.split_at_mut(V2_HEADER_SIZE);
-    let mid = payload.len() / 2;
-    payload[mid] ^= 0x01;
     let number = u32::from_le_bytes(header[48..52].try_into().unwrap());
     let kind = SectionType(u16::from_le_bytes(header[52..54].try_into().unwrap()));
     let compression = Compression(u16::from_le_bytes(header[54..56].try_into().unwrap()));
