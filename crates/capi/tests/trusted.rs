@@ -42,7 +42,7 @@ fn signed_images_open_with_their_key_only() {
         .write_pair(&dir.path().join("other"), "", false)
         .unwrap();
     let signed = dir.path().join("signed.dwarfs");
-    hoard_writer::sign::sign_image(&image, &signed, &key, false).unwrap();
+    hoard_writer::sign::sign_image(&image, &signed, &key, Default::default(), false).unwrap();
 
     let unsigned = open(&image, &public).unwrap_err();
     assert!(unsigned.contains("not signed"), "{unsigned}");

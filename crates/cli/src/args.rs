@@ -175,6 +175,8 @@ pub struct SignArgs {
     /// Overwrite an existing output file.
     #[arg(short = 'f', long)]
     pub force: bool,
+    #[command(flatten)]
+    pub claims: crate::trust::ClaimArgs,
 }
 
 /// `hoard verify`.
@@ -186,6 +188,8 @@ pub struct VerifyArgs {
     /// HOARD_TRUST, files separated by `:`).
     #[arg(long = "trust", value_name = "PUB")]
     pub trust: Vec<PathBuf>,
+    #[command(flatten)]
+    pub expect: crate::trust::ExpectArgs,
     /// Where the image starts in the file: a byte offset or `auto`.
     #[arg(short = 'O', long = "image-offset", default_value = "auto")]
     pub offset: ImageOffset,
@@ -294,6 +298,8 @@ pub struct ImageArgs {
     /// every block against the signature before use.
     #[arg(long = "trust", value_name = "PUB")]
     pub trust: Vec<PathBuf>,
+    #[command(flatten)]
+    pub expect: crate::trust::ExpectArgs,
     /// Open an encrypted image with this identity file: an age identity
     /// (`age-keygen`) or an OpenSSH private key (repeatable; also
     /// HOARD_IDENTITY, files separated by `:`).

@@ -148,6 +148,7 @@ impl Dwarfsck {
             offset: self.offset,
             cache_size: self.cache_size,
             trust: Vec::new(),
+            expect: Default::default(),
             identity: Vec::new(),
             passphrase_file: None,
         };
@@ -243,6 +244,7 @@ impl Dwarfsextract {
                 offset: self.offset,
                 cache_size: self.cache_size,
                 trust: Vec::new(),
+                expect: Default::default(),
                 identity: Vec::new(),
                 passphrase_file: None,
             },

@@ -1,11 +1,13 @@
 //! Keys named on the command line: `--trust PUB` (and `HOARD_TRUST`) and
 //! `--identity FILE` (and `HOARD_IDENTITY`) for reading, `--sign KEY` and
 //! `--encrypt-to RECIPIENT` for writing, `--passphrase-file FILE` for
-//! either (see the hoard-trust crate).
+//! either (see the hoard-trust crate); what a signature claims
+//! (`--sign-name`, `--sign-version`, `--sign-expires`) and what a reader
+//! expects of it (`--expect-name`, `--min-version`).
 
 use anyhow::{Context, Result};
 use hoard_trust::encrypt::{Identities, Recipients};
-use hoard_trust::{SecretKey, TrustedKeys};
+use hoard_trust::{Claims, Expectations, SecretKey, TrustedKeys};
 use hoard_writer::output::OutputOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -94,6 +96,8 @@ pub struct OutputArgs {
     /// OpenSSH ed25519 key); `hoard verify --trust` checks it.
     #[arg(long, value_name = "KEY")]
     pub sign: Option<PathBuf>,
+    #[command(flatten)]
+    pub claims: ClaimArgs,
     /// Encrypt the image to RECIPIENT: an age public key (`age1…`), an
     /// OpenSSH public key (`ssh-ed25519 …`, `ssh-rsa …`) or a file of
     /// them, one a line (repeatable). Readers need `--identity`.
@@ -128,9 +132,79 @@ impl OutputArgs {
             header,
             recovery: self.recovery,
             sign: signing_key(self.sign.as_deref())?,
+            claims: self.claims.claims()?,
             encrypt: recipients(&self.encrypt_to, self.passphrase_file.as_deref())?,
         })
     }
+}
+
+/// What a signature claims of the image it signs (with `--sign`, or in
+/// `hoard sign`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClaimArgs {
+    /// Sign NAME as the image's name: readers given `--expect-name`
+    /// refuse it under any other.
+    #[arg(long, value_name = "NAME")]
+    pub sign_name: Option<String>,
+    /// Sign N (an unsigned integer) as the image's version: readers
+    /// given `--min-version` refuse older ones.
+    #[arg(long, value_name = "N")]
+    pub sign_version: Option<u64>,
+    /// The signature expires at DATE (RFC 3339: 2027-01-31, the start of
+    /// that day in UTC, or 2027-01-31T12:00:00Z); from then on readers
+    /// that trust the key refuse the image.
+    #[arg(long, value_name = "DATE", value_parser = parse_expiry)]
+    pub sign_expires: Option<i64>,
+}
+
+/// `--sign-expires`'s date, in seconds since 1970-01-01 UTC.
+fn parse_expiry(s: &str) -> std::result::Result<i64, String> {
+    hoard_trust::claims::parse_time(s).map_err(|e| e.to_string())
+}
+
+impl ClaimArgs {
+    /// The claims given (none when no option is).
+    pub fn claims(&self) -> Result<Claims> {
+        Ok(Claims::new(
+            self.sign_name.clone(),
+            self.sign_version,
+            self.sign_expires,
+        )?)
+    }
+}
+
+/// What a reader requires of the signature of an image it opens with
+/// trusted keys (which also refuse an expired one).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ExpectArgs {
+    /// Read the image only if its signature names it NAME (with --trust;
+    /// `hoard sign --sign-name`).
+    #[arg(long, value_name = "NAME")]
+    pub expect_name: Option<String>,
+    /// Read the image only if its signature gives it version N or a
+    /// later one (with --trust; `hoard sign --sign-version`).
+    #[arg(long, value_name = "N")]
+    pub min_version: Option<u64>,
+}
+
+impl ExpectArgs {
+    /// The reader's expectations.
+    pub fn expectations(&self) -> Expectations {
+        Expectations {
+            name: self.expect_name.clone(),
+            min_version: self.min_version,
+        }
+    }
+}
+
+/// A signature's claims as JSON: `name`, `version` and `expires` (an
+/// RFC 3339 date or time), each `null` when not claimed.
+pub fn claims_json(claims: &Claims) -> serde_json::Value {
+    serde_json::json!({
+        "name": claims.name,
+        "version": claims.version,
+        "expires": claims.expires.map(hoard_trust::claims::format_time),
+    })
 }
 
 /// The keys that open the encrypted images a command reads to write

@@ -623,3 +623,213 @@ fn sign_refuses_a_damaged_image_and_leaves_nothing() {
     );
     ok(&verify(&image, &fx.public), "verify");
 }
+
+// Signed claims (a name, a version, an expiry) against rollback.
+
+/// `hoard verify IMAGE --trust PUB` with more options.
+fn verify_with(image: &Path, public: &Path, more: &[&str]) -> Output {
+    let mut args = vec!["verify", s(image), "--trust", s(public)];
+    args.extend_from_slice(more);
+    run(&args)
+}
+
+#[test]
+fn expected_names_and_versions_and_expiry_are_checked_at_open() {
+    let fx = Fixture::new();
+    let claims = [
+        "--sign-name",
+        "app",
+        "--sign-version",
+        "3",
+        "--sign-expires",
+        "2099-01-31",
+    ];
+    let mut args = vec!["--sign", s(&fx.key)];
+    args.extend_from_slice(&claims);
+    let image = fx.image("app-3.dwarfs", &args);
+
+    let said = ok(
+        &verify_with(
+            &image,
+            &fx.public,
+            &["--expect-name", "app", "--min-version", "3"],
+        ),
+        "verify with what the image claims",
+    );
+    assert!(
+        said.contains("name 'app', version 3, expires 2099-01-31"),
+        "{said}"
+    );
+    let err = refused(
+        &verify_with(&image, &fx.public, &["--expect-name", "other"]),
+        "verify under another name",
+    );
+    assert!(
+        err.contains("image '") && err.contains("signed as 'app' version 3, expected name 'other'"),
+        "{err}"
+    );
+    let out = run(&[
+        "cat",
+        s(&image),
+        "notes.txt",
+        "--trust",
+        s(&fx.public),
+        "--min-version",
+        "4",
+    ]);
+    let err = refused(&out, "cat of an older version");
+    assert!(
+        err.contains("version 3, which is older than --min-version 4"),
+        "{err}"
+    );
+    let out = run(&["cat", s(&image), "notes.txt", "--min-version", "1"]);
+    let err = refused(&out, "an expected version without --trust");
+    assert!(err.contains("--trust"), "{err}");
+
+    // info shows the claims, as text and JSON.
+    let text = ok(&run(&["info", s(&image)]), "info");
+    assert!(
+        text.contains("signature claims:") && text.contains("2099-01-31"),
+        "{text}"
+    );
+    let json = ok(
+        &run(&["info", "--json", s(&image), "--trust", s(&fx.public)]),
+        "info --json",
+    );
+    let info: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        info["signature_claims"],
+        serde_json::json!({"name": "app", "version": 3, "expires": "2099-01-31"})
+    );
+
+    // An image signed without claims verifies as before, and is refused
+    // when a name is expected.
+    let plain = fx.image("plain.dwarfs", &["--sign", s(&fx.key)]);
+    ok(&verify(&plain, &fx.public), "verify without claims");
+    let err = refused(
+        &verify_with(&plain, &fx.public, &["--expect-name", "app"]),
+        "an image without claims, a name expected",
+    );
+    assert!(err.contains("signed without a name or version"), "{err}");
+    let info = ok(&run(&["info", "--json", s(&plain)]), "info");
+    assert!(info.contains("\"signature_claims\": null"), "{info}");
+
+    // An expiry in the past: signed (as a test may), refused on open.
+    let expired = fx.path("expired.dwarfs");
+    let out = run(&[
+        "sign",
+        s(&plain),
+        "-o",
+        s(&expired),
+        "--key",
+        s(&fx.key),
+        "--sign-expires",
+        "2020-01-01T00:00:00Z",
+    ]);
+    ok(&out, "sign with an expiry");
+    let err = refused(&verify(&expired, &fx.public), "verify of an expired image");
+    assert!(err.contains("its signature expired on 2020-01-01"), "{err}");
+    let out = run(&["ls", s(&expired), "--trust", s(&fx.public)]);
+    refused(&out, "ls of an expired image");
+
+    // Claims need a key; a bad date is refused.
+    let err = refused(
+        &run(&[
+            "rewrite",
+            s(&plain),
+            "-o",
+            s(&fx.path("x.dwarfs")),
+            "--sign-name",
+            "app",
+        ]),
+        "a name without a key",
+    );
+    assert!(err.contains("--sign KEY"), "{err}");
+    let out = run(&[
+        "sign",
+        s(&plain),
+        "--key",
+        s(&fx.key),
+        "--sign-expires",
+        "soon",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "clap refuses a bad date");
+
+    // merge and rewrite sign claims too; the mount checks them.
+    let merged = fx.path("merged.dwarfs");
+    let out = run(&[
+        "merge",
+        s(&image),
+        "-o",
+        s(&merged),
+        "--sign",
+        s(&fx.key),
+        "--sign-version",
+        "5",
+    ]);
+    ok(&out, "merge --sign-version");
+    ok(
+        &verify_with(&merged, &fx.public, &["--min-version", "5"]),
+        "verify the merge",
+    );
+    let rewritten = fx.path("rewritten.dwarfs");
+    let out = run(&[
+        "rewrite",
+        s(&image),
+        "-o",
+        s(&rewritten),
+        "--sign",
+        s(&fx.key),
+        "--sign-name",
+        "app2",
+    ]);
+    ok(&out, "rewrite --sign-name");
+    ok(
+        &verify_with(&rewritten, &fx.public, &["--expect-name", "app2"]),
+        "verify the rewrite",
+    );
+    if fuse_available() {
+        let mnt = fx.path("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let o = format!("trust={},expect_name=other", s(&fx.public));
+        let err = refused(
+            &run(&["mount", s(&image), s(&mnt), "-o", &o]),
+            "mount under another name",
+        );
+        assert!(err.contains("expected name 'other'"), "{err}");
+    }
+}
+
+#[test]
+fn signed_claims_cannot_be_changed() {
+    let fx = Fixture::new();
+    let image = fx.image(
+        "v3.dwarfs",
+        &[
+            "--sign",
+            s(&fx.key),
+            "--sign-name",
+            "app",
+            "--sign-version",
+            "3",
+        ],
+    );
+    // The version claim (tag 2, 8 bytes: 3) made 4, the section's
+    // checksums made to match again.
+    let img = hoard_reader::Image::open(&image, &Default::default()).unwrap();
+    let section = img.find(hoard_trust::SECTION_TYPE).unwrap().clone();
+    let mut bytes = std::fs::read(&image).unwrap();
+    let signature = &mut bytes[section.offset as usize..section.end() as usize];
+    let claim = [2, 8, 0, 3, 0, 0, 0, 0, 0, 0, 0];
+    let at = signature
+        .windows(claim.len())
+        .position(|w| w == claim)
+        .unwrap();
+    signature[at + 3] = 4;
+    common::rehash(signature);
+    let bumped = fx.path("v4.dwarfs");
+    std::fs::write(&bumped, bytes).unwrap();
+    ok(&run(&["ls", s(&bumped)]), "ls without --trust");
+    let err = refused(&verify(&bumped, &fx.public), "verify of a changed claim");
+    assert!(err.contains("does not verify"), "{err}");
+}

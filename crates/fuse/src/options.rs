@@ -183,6 +183,7 @@ impl MountOptions {
                 no_mmap: false,
                 image_size: self.image_size,
                 trust: None,
+                expect: Default::default(),
                 identities: None,
             },
             cache_size: self.cache_size,

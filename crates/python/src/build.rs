@@ -149,7 +149,8 @@ fn header(options: &Options<'_>) -> PyResult<Option<Vec<u8>>> {
 }
 
 /// The image `path` and what options `force`, `fsync`, `header`,
-/// `recovery`, `sign` and `encrypt_to` or `passphrase_file` add to it.
+/// `recovery`, `sign` (with `sign_name`, `sign_version`, `sign_expires`)
+/// and `encrypt_to` or `passphrase_file` add to it.
 pub(crate) fn output_options(opts: &Options<'_>, path: PathBuf) -> PyResult<OutputOptions> {
     Ok(OutputOptions {
         path,
@@ -158,6 +159,7 @@ pub(crate) fn output_options(opts: &Options<'_>, path: PathBuf) -> PyResult<Outp
         header: header(opts)?,
         recovery: opts.take("recovery")?,
         sign: signing_key(opts)?,
+        claims: claims(opts)?,
         encrypt: recipients(opts)?,
     })
 }
@@ -569,6 +571,18 @@ fn signing_key(opts: &Options<'_>) -> PyResult<Option<Arc<hoard_trust::SecretKey
                 .map_err(value_error)
         })
         .transpose()
+}
+
+/// What the signature claims: options `sign_name`, `sign_version` and
+/// `sign_expires` (an RFC 3339 date or time).
+fn claims(opts: &Options<'_>) -> PyResult<hoard_trust::Claims> {
+    let expires = opts
+        .take::<String>("sign_expires")?
+        .map(|s| hoard_trust::claims::parse_time(&s))
+        .transpose()
+        .map_err(value_error)?;
+    hoard_trust::Claims::new(opts.take("sign_name")?, opts.take("sign_version")?, expires)
+        .map_err(value_error)
 }
 
 /// The path below the prefix and the size of each object under `url`

@@ -39,7 +39,8 @@ pub fn signed_image(data: &[u8]) -> crate::Result<()> {
     fix_section_hashes(&mut bytes);
     sign_again(&mut bytes, &key);
     let trusted = hoard_trust::TrustedKeys::from_keys(vec![key.public()]);
-    let image = Image::from_source(Source::Bytes(bytes), ImageOffset::Auto)?.trusting(&trusted)?;
+    let image = Image::from_source(Source::Bytes(bytes), ImageOffset::Auto)?
+        .trusting(&trusted, &Default::default())?;
     let fs = Filesystem::from_image(image, CACHE_SIZE)?;
     exercise(&fs);
     Ok(())
@@ -95,7 +96,8 @@ fn sign_again(bytes: &mut [u8], key: &hoard_trust::SecretKey) {
     else {
         return;
     };
-    let signed = hoard_trust::Signature::sign(signature.digest, key).section(number, version);
+    let signed = hoard_trust::Signature::sign(signature.digest, signature.claims, key)
+        .section(number, version);
     if signed.len() == bytes.len() - start {
         bytes[start..].copy_from_slice(&signed);
     }

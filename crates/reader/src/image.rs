@@ -54,6 +54,9 @@ pub struct OpenOptions {
     /// section against the signature before it is used (see
     /// [`crate::signed`]).
     pub trust: Option<hoard_trust::TrustedKeys>,
+    /// What the signature must claim (a name, a minimum version); only
+    /// with `trust`. Expired signatures are refused whatever this says.
+    pub expect: hoard_trust::Expectations,
     /// Open an encrypted image with one of these (see
     /// [`crate::encrypted`]); ignored for a plain image.
     pub identities: Option<std::sync::Arc<hoard_trust::encrypt::Identities>>,
@@ -87,10 +90,15 @@ impl Image {
         let source = Source::open(path, !options.no_mmap)?;
         let image = Self::from_source_sized(source, options.offset, options.image_size);
         let image = match &options.trust {
-            Some(trusted) => match image.and_then(|image| image.trusting(trusted)) {
+            Some(trusted) => match image.and_then(|image| image.trusting(trusted, &options.expect)) {
                 Ok(image) => image,
                 Err(e) => Self::open_as_it_is(path, options, trusted).map_err(|_| e)?,
             },
+            None if !options.expect.is_empty() => {
+                return Err(Error::Unsupported(
+                    "an expected name or version needs the keys to trust (--trust PUB)".into(),
+                ))
+            }
             None => image?,
         };
         image.unlocking(options.identities.as_deref())
@@ -107,7 +115,7 @@ impl Image {
         let source = Source::open(path, !options.no_mmap)?;
         Self::list(source, options.offset, options.image_size, false)
             .map_err(|(e, _)| e)?
-            .trusting(trusted)
+            .trusting(trusted, &options.expect)
     }
 
     /// This image with its data key unwrapped by one of `identities`,
@@ -158,16 +166,21 @@ impl Image {
         self.encryption.as_ref()
     }
 
-    /// This image, once its signature by one of `trusted` is checked and
-    /// every section but blocks matches it; loads are checked from then on.
-    /// With recovery data, the signature is checked against the file as
-    /// it is first, then as repaired (see [`Image::verified`]).
-    pub fn trusting(mut self, trusted: &hoard_trust::TrustedKeys) -> Result<Self> {
+    /// This image, once its signature by one of `trusted` is checked, its
+    /// claims meet `expect` (and have not expired), and every section but
+    /// blocks matches it; loads are checked from then on. With recovery
+    /// data, the signature is checked against the file as it is first,
+    /// then as repaired (see [`Image::verified`]).
+    pub fn trusting(
+        mut self,
+        trusted: &hoard_trust::TrustedKeys,
+        expect: &hoard_trust::Expectations,
+    ) -> Result<Self> {
         let signed = match self.source.recovery() {
             Some((_, as_it_is)) => self
-                .check_signature(as_it_is, trusted)
-                .or_else(|_| self.check_signature(&self.source, trusted)),
-            None => self.check_signature(&self.source, trusted),
+                .check_signature(as_it_is, trusted, expect)
+                .or_else(|_| self.check_signature(&self.source, trusted, expect)),
+            None => self.check_signature(&self.source, trusted, expect),
         }?;
         self.signed = Some(signed);
         for s in &self.sections {
@@ -187,13 +200,14 @@ impl Image {
         &self,
         source: &Source,
         trusted: &hoard_trust::TrustedKeys,
+        expect: &hoard_trust::Expectations,
     ) -> Result<Signed> {
         Signed::check(
             source,
             &self.sections,
-            self.offset,
-            self.version,
+            (self.offset, self.version),
             trusted,
+            expect,
             |s| {
                 self.checked_from(source, s, false)
                     .map(|(_, payload)| payload.into_owned())

@@ -3,7 +3,9 @@
 //! loaded (see the hoard-trust crate).
 //!
 //! At open the image must carry a signature by a trusted key whose
-//! digest lists exactly the image's sections; the bytes before the first
+//! digest lists exactly the image's sections, not expired, whose claims
+//! meet what the reader expects (its name, a minimum version: this is
+//! the one place they are checked); the bytes before the first
 //! section and every section but blocks (the section index, the
 //! metadata, the history) are checked then, so tampered metadata or a
 //! tampered index fails the open. Blocks are checked at each load, before
@@ -14,7 +16,7 @@ use crate::error::{corrupt, Error, Result};
 use crate::section::Section;
 use crate::source::Source;
 use hoard_format::section::{SectionType, Version};
-use hoard_trust::{ImageDigest, PublicKey, Signature, TrustedKeys};
+use hoard_trust::{Claims, Expectations, ImageDigest, PublicKey, Signature, TrustedKeys};
 use std::collections::HashSet;
 use std::sync::Mutex;
 
@@ -23,6 +25,7 @@ use std::sync::Mutex;
 pub struct Signed {
     digest: ImageDigest,
     key: PublicKey,
+    claims: Claims,
     /// Where the signature section starts: it and the recovery data after
     /// it are not in the digest (the signature section is compared whole
     /// at open; crates/trust/README.md says why recovery data is left out).
@@ -34,14 +37,15 @@ pub struct Signed {
 impl Signed {
     /// Checks the signature of the image whose sections (as listed at
     /// open) are `sections`, whose first section is at `offset` and
-    /// whose format is `version`; `payload` loads a section's payload
-    /// (XXH3-checked).
+    /// whose format is `version`, and that its claims meet `expect` and
+    /// have not expired (by the system clock); `payload` loads a
+    /// section's payload (XXH3-checked).
     pub(crate) fn check(
         source: &Source,
         sections: &[Section],
-        offset: u64,
-        version: Version,
+        (offset, version): (u64, Version),
         trusted: &TrustedKeys,
+        expect: &Expectations,
         payload: impl Fn(&Section) -> Result<Vec<u8>>,
     ) -> Result<Signed> {
         let at = sections
@@ -81,9 +85,12 @@ impl Signed {
                 "the bytes before the image are not the ones signed"
             ));
         }
+        // Last: what a genuine image claims is judged.
+        signature.claims.check(expect, now()).map_err(trust_error)?;
         Ok(Signed {
             digest,
             key: signature.key,
+            claims: signature.claims,
             signature_offset: section.offset,
             reported: Mutex::new(HashSet::new()),
         })
@@ -92,6 +99,11 @@ impl Signed {
     /// Who signed the image.
     pub fn key(&self) -> &PublicKey {
         &self.key
+    }
+
+    /// What the signature claims of the image (checked at open).
+    pub fn claims(&self) -> &Claims {
+        &self.claims
     }
 
     /// Checks a section's header and payload against the signed digest;
@@ -130,6 +142,13 @@ impl Signed {
         }
         Err(Error::Corrupt(what))
     }
+}
+
+/// The system clock, in seconds since 1970-01-01 UTC (before it, 0).
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn trust_error(e: hoard_trust::Error) -> Error {

@@ -9,17 +9,21 @@
 //!   (SHA-512/256 in signatures of layout version 1).
 //! * [`signature`] — the signature section: a digest signed by one key,
 //!   appended to the image; verifying it against trusted keys.
+//! * [`claims`] — what a signature may also sign: the image's name,
+//!   version and expiry, and a reader's expectations of them.
 //! * [`encrypt`] — encrypted images: the data key, wrapped with age for
 //!   the image's recipients, and the sealing of each section with it.
 //!
 //! The crate sees an image as byte ranges; the writer and the reader tell
 //! it where the sections are.
 
+pub mod claims;
 pub mod digest;
 pub mod encrypt;
 pub mod keys;
 pub mod signature;
 
+pub use claims::{Claims, Expectations};
 pub use digest::{ImageDigest, SectionDigest};
 pub use keys::{PublicKey, SecretKey, TrustedKeys};
 pub use signature::{Signature, SECTION_TYPE};
@@ -33,6 +37,9 @@ pub enum Error {
     /// A key is malformed or of a kind hoard does not take.
     #[error("{0}")]
     Key(String),
+    /// A claim to sign (a name, a version, an expiry) is not valid.
+    #[error("{0}")]
+    Claim(String),
     /// A signature section is malformed.
     #[error("{0}")]
     Malformed(String),

@@ -1,4 +1,5 @@
-//! The signature section: an [`ImageDigest`] signed by one Ed25519 key.
+//! The signature section: an [`ImageDigest`], and any [`Claims`], signed
+//! by one Ed25519 key.
 //!
 //! ```text
 //! | prefix | sections ... | SECTION_INDEX | HOARD_SIGNATURE | [HOARD_RECOVERY] |
@@ -12,21 +13,29 @@
 //!
 //! ```text
 //! "HOARDSIG" | layout version, 7 zero bytes | public key (32) | signature (64)
-//!   | digest length (u64 LE) | digest | "HOARDSIG" | section size (u64 LE)
+//!   | digest length (u64 LE) | digest | [claims length (u32 LE) | claims]
+//!   | "HOARDSIG" | section size (u64 LE)
 //! ```
 //!
-//! The layout version names the digest's hash: 2, BLAKE3 (what hoard
-//! writes); 1, SHA-512/256 (still verified).
+//! The layout version names the digest's hash and whether claims follow
+//! it: 3, BLAKE3 and claims (see [`crate::claims`]); 2, BLAKE3 without
+//! claims; 1, SHA-512/256 without claims (still verified, no longer
+//! written). hoard writes 2 when nothing is claimed, so such images read
+//! with any hoard that reads signatures; one that knows only 1 and 2
+//! refuses 3 rather than ignore what it claims.
 //!
 //! The trailer lets a reader find the section from its end. Its last 8
 //! bytes (a size below 2^48) do not name a section index, so DwarFS walks
 //! the section headers from the start, as for recovery data, and skips
 //! this one with a warning. The Ed25519 signature is over
-//! `"hoard image signature vN\0"` (N the layout version) followed by the
-//! digest: the prefix keeps an image signature from being taken for any
-//! other message an SSH key signs (those start with a length or
-//! `SSHSIG`), or for one of another layout.
+//! `"hoard image signature vN\0"` (N the layout version) followed, in
+//! layouts 1 and 2, by the digest; in layout 3, by the payload's bytes
+//! from the digest length to the end of the claims. The prefix keeps an
+//! image signature from being taken for any other message an SSH key
+//! signs (those start with a length or `SSHSIG`), or for one of another
+//! layout.
 
+use crate::claims::{self, Claims};
 use crate::digest::{DigestKind, ImageDigest};
 use crate::keys::{PublicKey, SecretKey, TrustedKeys};
 use crate::{Error, Result};
@@ -43,54 +52,87 @@ const HEAD_SIZE: usize = 8 + 8 + 32 + 64 + 8;
 /// The largest digest accepted (about 5 million sections).
 const MAX_DIGEST: u64 = 256 << 20;
 
-/// A signed image digest, as the signature section holds it.
+/// A signed image digest and claims, as the signature section holds them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signature {
     /// Who signed.
     pub key: PublicKey,
     /// What was signed.
     pub digest: ImageDigest,
+    /// What else was signed: the image's name, version, expiry.
+    pub claims: Claims,
     signature: [u8; 64],
 }
 
-/// The payload layout version of a digest kind.
-fn layout_version(kind: DigestKind) -> u8 {
+/// The payload layout version of a digest of `kind` with `claims`.
+fn layout_version(kind: DigestKind, claims: &Claims) -> u8 {
     match kind {
         DigestKind::Sha512_256 => 1,
-        DigestKind::Blake3 => 2,
+        DigestKind::Blake3 if claims.is_empty() => 2,
+        DigestKind::Blake3 => 3,
     }
 }
 
-/// The message an image's signature is over: the digest after a prefix
-/// that names the layout (`hoard image signature v2\0`).
-fn message(digest: &ImageDigest) -> Vec<u8> {
-    let domain = format!("hoard image signature v{}\0", layout_version(digest.kind));
-    [domain.as_bytes(), &digest.encode()].concat()
+/// What follows the layout's prefix in the signed message, as the
+/// payload holds it from the digest length on: the digest, then in
+/// layout 3 the claims, each after its length.
+fn signed_body(digest: &ImageDigest, claims: &Claims) -> Vec<u8> {
+    let digest = digest.encode();
+    if claims.is_empty() {
+        return digest;
+    }
+    let claims = claims.encode();
+    let mut out = Vec::with_capacity(8 + digest.len() + 4 + claims.len());
+    out.extend_from_slice(&(digest.len() as u64).to_le_bytes());
+    out.extend_from_slice(&digest);
+    out.extend_from_slice(&(claims.len() as u32).to_le_bytes());
+    out.extend_from_slice(&claims);
+    out
+}
+
+/// The message an image's signature is over: its signed body after a
+/// prefix that names the layout (`hoard image signature v3\0`).
+fn message(digest: &ImageDigest, claims: &Claims) -> Vec<u8> {
+    let domain = format!(
+        "hoard image signature v{}\0",
+        layout_version(digest.kind, claims)
+    );
+    [domain.as_bytes(), &signed_body(digest, claims)].concat()
 }
 
 impl Signature {
-    /// Signs `digest` with `key`.
-    pub fn sign(digest: ImageDigest, key: &SecretKey) -> Self {
-        let signature = key.sign(&message(&digest));
+    /// Signs `digest` and `claims` with `key`. Claims need a digest of
+    /// [`DigestKind::NEWEST`]: with the SHA-512/256 of layout 1 (kept to
+    /// test that old images still verify) they are left out.
+    pub fn sign(digest: ImageDigest, claims: Claims, key: &SecretKey) -> Self {
+        let claims = match digest.kind {
+            DigestKind::Sha512_256 => Claims::default(),
+            DigestKind::Blake3 => claims,
+        };
+        let signature = key.sign(&message(&digest, &claims));
         Signature {
             key: key.public(),
             digest,
+            claims,
             signature,
         }
     }
 
     /// The section payload.
     pub fn payload(&self) -> Vec<u8> {
-        let digest = self.digest.encode();
-        let size = HEAD_SIZE + digest.len() + TRAILER_SIZE as usize;
+        let mut body = signed_body(&self.digest, &self.claims);
+        if self.claims.is_empty() {
+            // Layouts 1 and 2 store the digest after its length.
+            body.splice(0..0, (body.len() as u64).to_le_bytes());
+        }
+        let size = HEAD_SIZE - 8 + body.len() + TRAILER_SIZE as usize;
         let mut out = Vec::with_capacity(size);
         out.extend_from_slice(MAGIC);
-        out.push(layout_version(self.digest.kind));
+        out.push(layout_version(self.digest.kind, &self.claims));
         out.extend_from_slice(&[0; 7]);
         out.extend_from_slice(&self.key.to_bytes());
         out.extend_from_slice(&self.signature);
-        out.extend_from_slice(&(digest.len() as u64).to_le_bytes());
-        out.extend_from_slice(&digest);
+        out.extend_from_slice(&body);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&((V2_HEADER_SIZE + size) as u64).to_le_bytes());
         out
@@ -113,9 +155,10 @@ impl Signature {
         if payload.len() < HEAD_SIZE + TRAILER_SIZE as usize || &payload[..8] != MAGIC {
             return Err(bad("not a hoard signature"));
         }
-        let kind = match payload[8] {
-            1 => DigestKind::Sha512_256,
-            2 => DigestKind::Blake3,
+        let (kind, has_claims) = match payload[8] {
+            1 => (DigestKind::Sha512_256, false),
+            2 => (DigestKind::Blake3, false),
+            3 => (DigestKind::Blake3, true),
             _ => return Err(bad("unknown layout version (made by a newer hoard?)")),
         };
         if payload[9..16] != [0; 7] {
@@ -124,13 +167,27 @@ impl Signature {
         let key = PublicKey::from_bytes(payload[16..48].try_into().expect("32 bytes"))?;
         let signature: [u8; 64] = payload[48..112].try_into().expect("64 bytes");
         let digest_len = u64::from_le_bytes(payload[112..120].try_into().expect("8 bytes"));
-        if digest_len > MAX_DIGEST
-            || payload.len() as u64 != HEAD_SIZE as u64 + digest_len + TRAILER_SIZE
-        {
+        // Bytes between the digest and the trailer: none, or the claims
+        // after their length.
+        let between = payload.len() as u64 - HEAD_SIZE as u64 - TRAILER_SIZE;
+        if digest_len > MAX_DIGEST || digest_len > between {
             return Err(bad("its digest length does not match its size"));
         }
         let digest_end = HEAD_SIZE + digest_len as usize;
-        let trailer = &payload[digest_end..];
+        let claims_end = payload.len() - TRAILER_SIZE as usize;
+        let claims = if has_claims {
+            let len = payload
+                .get(digest_end..digest_end + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+                .filter(|&len| len <= claims::MAX_ENCODED && digest_end + 4 + len == claims_end)
+                .ok_or_else(|| bad("its claims length does not match its size"))?;
+            Claims::decode(&payload[claims_end - len..claims_end])?
+        } else if digest_end != claims_end {
+            return Err(bad("its digest length does not match its size"));
+        } else {
+            Claims::default()
+        };
+        let trailer = &payload[claims_end..];
         if &trailer[..8] != MAGIC
             || u64::from_le_bytes(trailer[8..].try_into().expect("8 bytes"))
                 != (V2_HEADER_SIZE + payload.len()) as u64
@@ -140,6 +197,7 @@ impl Signature {
         Ok(Signature {
             key,
             digest: ImageDigest::decode(kind, &payload[HEAD_SIZE..digest_end])?,
+            claims,
             signature,
         })
     }
@@ -152,7 +210,10 @@ impl Signature {
                 self.key.fingerprint()
             )));
         }
-        if !self.key.verifies(&message(&self.digest), &self.signature) {
+        if !self
+            .key
+            .verifies(&message(&self.digest, &self.claims), &self.signature)
+        {
             return Err(Error::Untrusted(format!(
                 "the image signature by key {} does not verify",
                 self.key.fingerprint()
@@ -182,7 +243,15 @@ mod tests {
     use super::*;
     use crate::digest::SectionDigest;
 
+    fn claimed() -> Claims {
+        Claims::new(Some("app".into()), Some(3), Some(1_800_000_000)).unwrap()
+    }
+
     fn signed_as(kind: DigestKind, key: &SecretKey) -> Signature {
+        signed_claiming(kind, Claims::default(), key)
+    }
+
+    fn signed_claiming(kind: DigestKind, claims: Claims, key: &SecretKey) -> Signature {
         let digest = ImageDigest {
             kind,
             prefix_len: 0,
@@ -193,7 +262,7 @@ mod tests {
                 hash: [7; 32],
             }],
         };
-        Signature::sign(digest, key)
+        Signature::sign(digest, claims, key)
     }
 
     fn signed(key: &SecretKey) -> Signature {
@@ -246,15 +315,54 @@ mod tests {
     }
 
     #[test]
+    fn claims_are_signed_in_layout_3_and_none_keeps_layout_2() {
+        let key = SecretKey::generate().unwrap();
+        let trusted = TrustedKeys::from_keys(vec![key.public()]);
+        let plain = signed(&key);
+        assert_eq!(plain.payload()[8], 2);
+        let sig = signed_claiming(DigestKind::NEWEST, claimed(), &key);
+        let payload = sig.payload();
+        assert_eq!(payload[8], 3);
+        let section = sig.section(3, Version { major: 2, minor: 5 });
+        let end = 500 + section.len() as u64;
+        assert_eq!(section_start(&section, end), Some(500));
+        let parsed = Signature::parse(&payload).unwrap();
+        assert_eq!(parsed.claims, claimed());
+        assert_eq!(parsed, sig);
+        parsed.verify(&trusted).unwrap();
+        // The same digest and key, the claims dropped: layout 2 with the
+        // layout 3 signature does not verify.
+        let mut stripped = plain.payload();
+        stripped[48..112].copy_from_slice(&payload[48..112]);
+        let e = Signature::parse(&stripped)
+            .unwrap()
+            .verify(&trusted)
+            .unwrap_err();
+        assert!(e.to_string().contains("does not verify"), "{e}");
+        // A claims length that runs past the payload, or short of it.
+        let at = payload.len() - TRAILER_SIZE as usize - claimed().encode().len() - 4;
+        for len in [0u32, 1, 1000, u32::MAX] {
+            let mut bad = payload.clone();
+            bad[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            assert!(Signature::parse(&bad).is_err(), "{len}");
+        }
+        // SHA-512/256 digests (layout 1) take no claims.
+        let v1 = signed_claiming(DigestKind::Sha512_256, claimed(), &key);
+        assert!(v1.claims.is_empty() && v1.payload()[8] == 1);
+    }
+
+    #[test]
     fn any_changed_byte_is_caught() {
         let key = SecretKey::generate().unwrap();
         let trusted = TrustedKeys::from_keys(vec![key.public()]);
-        let payload = signed(&key).payload();
-        for i in 0..payload.len() {
-            let mut bad = payload.clone();
-            bad[i] ^= 1;
-            let verdict = Signature::parse(&bad).and_then(|s| s.verify(&trusted));
-            assert!(verdict.is_err(), "byte {i}");
+        for claims in [Claims::default(), claimed()] {
+            let payload = signed_claiming(DigestKind::NEWEST, claims, &key).payload();
+            for i in 0..payload.len() {
+                let mut bad = payload.clone();
+                bad[i] ^= 1;
+                let verdict = Signature::parse(&bad).and_then(|s| s.verify(&trusted));
+                assert!(verdict.is_err(), "byte {i}");
+            }
         }
     }
 }

@@ -21,7 +21,7 @@ use hoard_remote::upload::Upload;
 use hoard_trust::digest::DigestKind;
 use hoard_trust::encrypt::cipher::SectionPlace;
 use hoard_trust::encrypt::{KeySection, Recipients, SectionCipher};
-use hoard_trust::{SecretKey, Signature};
+use hoard_trust::{Claims, SecretKey, Signature};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -87,6 +87,9 @@ pub struct OutputOptions {
     pub recovery: Option<u32>,
     /// Sign the image with this key (see the hoard-trust crate).
     pub sign: Option<Arc<SecretKey>>,
+    /// What the signature claims of the image: its name, version and
+    /// expiry (only with `sign`).
+    pub claims: Claims,
     /// Encrypt the image to these recipients (see the hoard-trust crate).
     pub encrypt: Option<Arc<Recipients>>,
 }
@@ -126,6 +129,8 @@ pub struct ImageFile {
     fsync: bool,
     /// Sign the image with this key.
     sign: Option<Arc<SecretKey>>,
+    /// What the signature claims.
+    claims: Claims,
     /// Seal sections with this data key (an encrypted image).
     cipher: Option<Arc<SectionCipher>>,
     /// BLOCK sections written so far: what a sealed section is bound to
@@ -149,6 +154,11 @@ impl ImageFile {
     pub fn create(options: &OutputOptions) -> Result<Self> {
         let target = options.path.as_path();
         let force = options.force;
+        if options.sign.is_none() && !options.claims.is_empty() {
+            return Err(Error::Input(
+                "a signed name, version or expiry needs a key to sign with (--sign KEY)".into(),
+            ));
+        }
         let (mut sink, upload_to) = match crate::objects::s3_output(target) {
             Some((bucket, key)) if options.recovery.is_none() => (
                 Sink::Upload(Box::new(crate::objects::start_upload(bucket, key, force)?)),
@@ -191,6 +201,7 @@ impl ImageFile {
             syncing: None,
             fsync: options.fsync,
             sign: options.sign.clone(),
+            claims: options.claims.clone(),
             cipher: None,
             blocks: 0,
             recovery: options.recovery,
@@ -482,14 +493,15 @@ impl ImageFile {
     }
 
     /// Appends the signature section: the digest of every byte written
-    /// so far, signed with `key`.
+    /// so far and the claims, signed with `key`.
     fn signature(&mut self, key: &SecretKey) -> Result<()> {
         let digest = self.digest()?;
         let version = Version {
             major: MAJOR_VERSION,
             minor: MAX_MINOR_VERSION,
         };
-        let section = Signature::sign(digest, key).section(self.next_section_number()?, version);
+        let section = Signature::sign(digest, self.claims.clone(), key)
+            .section(self.next_section_number()?, version);
         self.index.push(IndexEntry {
             kind: hoard_trust::SECTION_TYPE,
             offset: self.position,

@@ -185,6 +185,7 @@ pub fn rewrite(
         no_mmap: false,
         image_size: None,
         trust: options.trust.clone(),
+        expect: Default::default(),
         identities: options.identities.clone(),
     };
     let image = Image::open(&options.input, &open).map_err(reader_error)?;

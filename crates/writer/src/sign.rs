@@ -15,17 +15,23 @@ use crate::{Error, Result};
 use hoard_format::section::{self, HeaderLayout, SectionType, Version, V2_HEADER_SIZE};
 use hoard_reader::{Image, OpenOptions, Section};
 use hoard_trust::digest::{DigestKind, ImageDigest, SectionDigest};
-use hoard_trust::{SecretKey, Signature};
+use hoard_trust::{Claims, SecretKey, Signature};
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::{ErrorKind, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-/// Signs the image at `input` with `key` and writes it to `output` (which
-/// may be `input`; another existing file only when `force`). Returns the
-/// size of the signed image.
-pub fn sign_image(input: &Path, output: &Path, key: &SecretKey, force: bool) -> Result<u64> {
+/// Signs the image at `input` and `claims` with `key` and writes it to
+/// `output` (which may be `input`; another existing file only when
+/// `force`). Returns the size of the signed image.
+pub fn sign_image(
+    input: &Path,
+    output: &Path,
+    key: &SecretKey,
+    claims: Claims,
+    force: bool,
+) -> Result<u64> {
     let image =
         Image::open(input, &OpenOptions::default()).map_err(|e| Error::Input(e.to_string()))?;
     if image.version().layout() != HeaderLayout::V2 {
@@ -75,7 +81,7 @@ pub fn sign_image(input: &Path, output: &Path, key: &SecretKey, force: bool) -> 
         Copy::Damaged(why) => damaged(why),
     })?;
     let number = u32::try_from(count).map_err(|_| Error::Input("too many sections".into()))?;
-    let section = Signature::sign(digest, key).section(number, image.version());
+    let section = Signature::sign(digest, claims, key).section(number, image.version());
     let file = tmp.as_file_mut();
     file.write_all_at(&section, end)
         .and_then(|_| file.seek(SeekFrom::End(0)))

@@ -59,6 +59,7 @@ fn open_options(args: &CheckArgs) -> Result<hoard_reader::OpenOptions> {
         no_mmap: false,
         image_size: None,
         trust: crate::trust::trusted_keys(&args.image.trust)?,
+        expect: args.image.expect.expectations(),
         identities: crate::trust::identities(
             &args.image.identity,
             args.image.passphrase_file.as_deref(),

@@ -221,6 +221,7 @@ fn collect(fs: &Filesystem) -> Result<Value> {
         "section_index": image.used_index(),
         "recovery_percent": image.recovery().map(|(r, _)| r.layout().percent),
         "signature": signature(image),
+        "signature_claims": signature_claims(image),
         "encryption": image.encryption().map(|e| e.wrapping().to_string()),
         "sections": image.sections().len(),
         "block_size": meta.block_size,
@@ -344,6 +345,7 @@ fn print_text(info: &Value) {
         ("packed", "packed"),
         ("metadata tables", "metadata_tables"),
         ("extended attributes", "xattrs"),
+        ("signature claims", "signature_claims"),
         ("fetched (remote image)", "remote"),
     ] {
         if let Value::Object(map) = &info[key] {
@@ -385,6 +387,21 @@ fn depends_on(fs: &Filesystem) -> Result<Value> {
         .iter()
         .map(|d| json!({"name": d.name, "identity": d.identity}))
         .collect())
+}
+
+/// What the image's signature claims (name, version, expiry: checked when
+/// opened with `--trust`, as read otherwise); `None` when it is not signed
+/// or claims nothing.
+fn signature_claims(image: &hoard_reader::Image) -> Option<Value> {
+    let claims = match image.signed() {
+        Some(signed) => signed.claims().clone(),
+        None => {
+            let section = image.find(hoard_trust::SECTION_TYPE)?;
+            let payload = image.verified_payload(section).ok()?;
+            hoard_trust::Signature::parse(&payload).ok()?.claims
+        }
+    };
+    (!claims.is_empty()).then(|| crate::trust::claims_json(&claims))
 }
 
 /// Who signed the image (checked when opened with `--trust`), or that it

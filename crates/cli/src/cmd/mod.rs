@@ -78,6 +78,7 @@ fn fs_options(args: &ImageArgs) -> Result<FsOptions> {
             no_mmap: false,
             image_size: None,
             trust: crate::trust::trusted_keys(&args.trust)?,
+            expect: args.expect.expectations(),
             identities: crate::trust::identities(&args.identity, args.passphrase_file.as_deref())?,
         },
         cache_size: args.cache_size,

@@ -24,6 +24,7 @@ pub fn run(args: &MountArgs) -> Result<u8> {
     // Read before the fork, so a bad key file fails the command.
     let keys = &Keys {
         trusted: crate::trust::trusted_keys(&keys.trust)?,
+        expect: keys.expect.clone(),
         identities: crate::trust::identities(&keys.identity, keys.passphrase_file.as_deref())?,
     };
     if args.foreground {
@@ -79,16 +80,20 @@ struct KeyFiles {
     identity: Vec<PathBuf>,
     /// `passphrase_file=FILE`.
     passphrase_file: Option<PathBuf>,
+    /// `expect_name=NAME` and `min_version=N`.
+    expect: hoard_trust::Expectations,
 }
 
 /// The keys images are opened with.
 struct Keys {
     trusted: Option<hoard_trust::TrustedKeys>,
+    expect: hoard_trust::Expectations,
     identities: Option<Arc<hoard_trust::encrypt::Identities>>,
 }
 
 /// Takes the `trust=PUB`, `identity=FILE` and `passphrase_file=FILE`
-/// options out of `-o` options; returns the others and the files.
+/// options, and what the signature must claim (`expect_name=NAME`,
+/// `min_version=N`), out of `-o` options; returns the others and these.
 fn key_options(options: &[String]) -> Result<(Vec<String>, KeyFiles)> {
     let mut rest = Vec::new();
     let mut keys = KeyFiles::default();
@@ -96,6 +101,13 @@ fn key_options(options: &[String]) -> Result<(Vec<String>, KeyFiles)> {
         match item.split_once('=') {
             Some((name @ ("trust" | "identity" | "passphrase_file"), "")) => {
                 bail!("mount option '{name}' needs a file")
+            }
+            Some(("expect_name", "")) => bail!("mount option 'expect_name' needs a name"),
+            Some(("expect_name", name)) => keys.expect.name = Some(name.to_string()),
+            Some(("min_version", n)) => {
+                keys.expect.min_version = Some(n.parse().with_context(|| {
+                    format!("mount option 'min_version': '{n}' is not an unsigned integer")
+                })?)
             }
             Some(("trust", file)) => keys.trust.push(PathBuf::from(file)),
             Some(("identity", file)) => keys.identity.push(PathBuf::from(file)),
@@ -186,6 +198,7 @@ fn open_view(
 ) -> Result<Arc<dyn View>> {
     let mut fs_options = options.fs_options();
     fs_options.open.trust = keys.trusted.clone();
+    fs_options.open.expect = keys.expect.clone();
     fs_options.open.identities = keys.identities.clone();
     let images = args.images();
     if !args.each {

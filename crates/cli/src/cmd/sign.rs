@@ -7,13 +7,19 @@ use anyhow::{Context, Result};
 /// the exit code.
 pub fn run(args: &SignArgs) -> Result<u8> {
     let key = crate::trust::signing_key(Some(&args.key))?.expect("a key path was given");
+    let claims = args.claims.claims()?;
     let output = args.output.as_ref().unwrap_or(&args.image);
     // Signing only stops at the end; its temporary file goes on a signal.
     let _cancel = super::interrupt::exit_on_signals()?;
-    hoard_writer::sign::sign_image(&args.image, output, &key, args.force)
+    hoard_writer::sign::sign_image(&args.image, output, &key, claims.clone(), args.force)
         .with_context(|| format!("cannot sign image '{}'", args.image.display()))?;
+    let claimed = if claims.is_empty() {
+        String::new()
+    } else {
+        format!(" ({claims})")
+    };
     println!(
-        "{}: signed by {}",
+        "{}: signed by {}{claimed}",
         output.display(),
         key.public().fingerprint()
     );

@@ -2,6 +2,7 @@
 //! byte as signed?
 //!
 //! The image is opened with the keys trusted (which checks the signature,
+//! its claims against `--expect-name` and `--min-version` and its expiry,
 //! the section index and the metadata), then every block is read and
 //! checked against the signature. Recovery data, which the signature does
 //! not cover, must find no damage: a file it would repair in reads is
@@ -17,6 +18,8 @@ use rayon::prelude::*;
 struct Verdict {
     image: String,
     signed_by: String,
+    /// What the signature claims: name, version, expiry.
+    claims: serde_json::Value,
     sections: usize,
     problems: Vec<String>,
 }
@@ -29,14 +32,16 @@ pub fn run(args: &VerifyArgs) -> Result<u8> {
     let options = OpenOptions {
         offset: args.offset,
         trust: Some(trusted),
+        expect: args.expect.expectations(),
         ..OpenOptions::default()
     };
     let name = args.image.display().to_string();
     let image = Image::open(&args.image, &options).with_context(|| format!("image '{name}'"))?;
-    let signed_by = image
+    let signed = image
         .signed()
-        .map(|s| s.key().fingerprint())
-        .unwrap_or_default();
+        .ok_or_else(|| anyhow!("internal error: image '{name}' opened trusted is not signed"))?;
+    let signed_by = signed.key().fingerprint();
+    let claims = signed.claims().clone();
     let sections = image.listed_sections();
     let mut problems: Vec<String> = sections
         .par_iter()
@@ -56,14 +61,20 @@ pub fn run(args: &VerifyArgs) -> Result<u8> {
     let verdict = Verdict {
         image: name,
         signed_by,
+        claims: crate::trust::claims_json(&claims),
         sections: sections.len(),
         problems,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&verdict)?);
     } else if verdict.problems.is_empty() {
+        let claimed = if claims.is_empty() {
+            String::new()
+        } else {
+            format!(" ({claims})")
+        };
         println!(
-            "{}: signed by {}; all {} sections verified",
+            "{}: signed by {}{claimed}; all {} sections verified",
             verdict.image, verdict.signed_by, verdict.sections
         );
     } else {

@@ -349,7 +349,10 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     (``"ms"``, ``"15min"``, ...), chmod, pack_metadata, no_history,
     no_history_timestamps, no_create_timestamp, no_section_index, recovery
     (percent), header (bytes or a file path), sign (a secret key file:
-    the image is signed with it), encrypt_to (a list of age or SSH public
+    the image is signed with it) with sign_name, sign_version and
+    sign_expires (what the signature also signs: a name, an unsigned
+    version, an RFC 3339 date or time after which readers refuse it, as
+    ``hoard create --sign-name`` etc.), encrypt_to (a list of age or SSH public
     keys, or files of them: the image is encrypted to them) or
     passphrase_file (a file whose first line is the passphrase the image
     is encrypted with), base (an image path or a list, lowest first: write
@@ -390,7 +393,8 @@ def rewrite(source, image_path, level=7, **options):
     ``create``), metadata_compression, schema_compression, image_offset,
     pack_metadata, num_workers, memory_limit, no_history,
     no_history_timestamps, no_section_index, recovery, header, sign (a
-    secret key file: the new image is signed with it), encrypt_to or
+    secret key file: the new image is signed with it; with sign_name,
+    sign_version, sign_expires as for ``create``), encrypt_to or
     passphrase_file (as for ``create``: the new image is encrypted), for
     an encrypted source identity or input_passphrase_file (and decrypt to
     write it as a plain image), and with ``rebuild_metadata=True``:
@@ -417,7 +421,8 @@ def merge(parts, image_path, names=None, union=False, dedupe=True,
     renamed into place when complete.
 
     ``options`` are those of ``create`` for the image written (fsync,
-    header, recovery, sign, encrypt_to or passphrase_file) and for
+    header, recovery, sign, sign_name, sign_version, sign_expires,
+    encrypt_to or passphrase_file) and for
     encrypted parts (identity or input_passphrase_file, decrypt).
     """
     return _hoard.merge([_p(p) for p in parts], _p(image_path), names, union,

@@ -50,8 +50,9 @@ ENTRY_WEIGHT = 512
 # goes in it: the merge applies them to the output, and no part gets
 # them (a signature or recovery data of a part would be dropped by the
 # merge, and an encrypted part would need the reader's key to merge).
-OUTPUT_OPTIONS = ("sign", "recovery", "encrypt_to", "passphrase_file",
-                  "header", "fsync")
+OUTPUT_OPTIONS = ("sign", "sign_name", "sign_version", "sign_expires",
+                  "recovery", "encrypt_to", "passphrase_file", "header",
+                  "fsync")
 
 
 def _walk(top):
@@ -160,7 +161,8 @@ def create(source, output, client, shards=None, level=7, retries=2,
 
     ``level`` and ``options`` (those of :func:`hoard.create`, less
     ``input_list`` and ``base``) apply to every part, but for those of the image
-    written (sign, recovery, encrypt_to, passphrase_file, header, fsync),
+    written (sign and its sign_name, sign_version, sign_expires, recovery,
+    encrypt_to, passphrase_file, header, fsync),
     which the merge applies to the output alone: the parts are plain
     images, readable like the source they are made of, and the key file
     ``sign`` names must be readable where the merge task runs. ``retries`` is how many times
