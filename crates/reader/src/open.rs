@@ -46,10 +46,11 @@ pub enum Form {
         /// Stack layers made on other images too.
         force: bool,
     },
-    /// One image as [`Form::Stack`] opens it, unless it is encrypted and
-    /// no identity given opens it: then its sections only
-    /// ([`Opened::Sections`]), for tools that tell what they can of it.
-    StackUnlessLocked,
+    /// One image's file system, not stacked (a delta layer loads without
+    /// its bases, to tell what it is); its sections only
+    /// ([`Opened::Sections`]) when it is encrypted and no identity given
+    /// opens it, for tools that tell what they can of it.
+    Image,
     /// One image's sections, its file system not loaded: for checks of
     /// images whose metadata may not load.
     Sections,
@@ -114,14 +115,14 @@ impl Target {
 /// What [`open`] gives, as the target's [`Form`] asks.
 #[derive(Debug)]
 pub enum Opened {
-    /// The stack ([`Form::Stack`], and [`Form::StackUnlessLocked`] for
-    /// an image that can be read).
+    /// The stack ([`Form::Stack`]).
     Stack(Stack),
+    /// The file system ([`Form::Image`] of an image that can be read).
+    Image(Box<Filesystem>),
     /// The set ([`Form::Set`]).
     Set(Set),
-    /// One image's sections ([`Form::Sections`], and
-    /// [`Form::StackUnlessLocked`] for an encrypted image no identity
-    /// opens).
+    /// One image's sections ([`Form::Sections`], and [`Form::Image`] of
+    /// an encrypted image no identity opens).
     Sections(Box<Image>),
 }
 
@@ -131,10 +132,20 @@ impl Opened {
     pub fn into_stack(self) -> Result<Stack> {
         match self {
             Opened::Stack(stack) => Ok(stack),
-            Opened::Set(_) => Err(Error::Unsupported(
-                "a set of images was opened, not a stack".into(),
-            )),
             Opened::Sections(image) => Err(not_loaded(&image)),
+            _ => Err(Error::Unsupported(
+                "the images were not opened as a stack".into(),
+            )),
+        }
+    }
+
+    /// The file system opened; an error for anything else (for sections
+    /// only, it says why the image is not readable).
+    pub fn into_image(self) -> Result<Filesystem> {
+        match self {
+            Opened::Image(fs) => Ok(*fs),
+            Opened::Sections(image) => Err(not_loaded(&image)),
+            _ => Err(Error::Unsupported("the image was not opened alone".into())),
         }
     }
 
@@ -144,6 +155,9 @@ impl Opened {
             Opened::Stack(stack) => Ok(Arc::new(stack)),
             Opened::Set(set) => Ok(Arc::new(set)),
             Opened::Sections(image) => Err(not_loaded(&image)),
+            Opened::Image(_) => Err(Error::Unsupported(
+                "the image was opened alone, not as a view".into(),
+            )),
         }
     }
 
@@ -152,7 +166,7 @@ impl Opened {
         match self {
             Opened::Sections(image) => Ok(*image),
             _ => Err(Error::Unsupported(
-                "images were opened as a view, not as sections".into(),
+                "the image was not opened as its sections".into(),
             )),
         }
     }
@@ -184,14 +198,14 @@ pub fn open(target: &Target) -> Result<Opened> {
             let image = open_image(target, name)?;
             Ok(Opened::Sections(Box::new(image)))
         }
-        Form::StackUnlessLocked => {
+        Form::Image => {
             let name = only(target)?;
             let image = open_image(target, name)?;
             if image.encryption().is_some_and(|e| !e.is_unlocked()) {
                 return Ok(Opened::Sections(Box::new(image)));
             }
-            let layer = load(image, name, &cache(target)?)?;
-            stack(target, vec![layer], false).map(Opened::Stack)
+            let fs = load(image, name, &cache(target)?)?;
+            Ok(Opened::Image(Box::new(fs)))
         }
     }
 }
@@ -251,10 +265,8 @@ fn open_image(target: &Target, name: &Path) -> Result<Image> {
 
 /// Loads the file system of `image` (named `name`), its blocks kept in
 /// the store of `cache`.
-fn load(image: Image, name: &Path, cache: &BlockCache) -> Result<Arc<Filesystem>> {
-    Filesystem::from_image_with_cache(image, cache.for_another_image())
-        .map(Arc::new)
-        .map_err(|e| named(e, name))
+fn load(image: Image, name: &Path, cache: &BlockCache) -> Result<Filesystem> {
+    Filesystem::from_image_with_cache(image, cache.for_another_image()).map_err(|e| named(e, name))
 }
 
 fn open_stack(target: &Target, force: bool) -> Result<Stack> {
@@ -269,7 +281,7 @@ fn open_stack(target: &Target, force: bool) -> Result<Stack> {
     let layers = target
         .images
         .iter()
-        .map(|name| load(open_image(target, name)?, name, &cache))
+        .map(|name| load(open_image(target, name)?, name, &cache).map(Arc::new))
         .collect::<Result<Vec<_>>>()?;
     stack(target, layers, force)
 }

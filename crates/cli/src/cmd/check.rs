@@ -15,10 +15,8 @@ use std::io::Write;
 /// Runs the check (or the checksum listing).
 pub fn run(args: &CheckArgs) -> Result<u8> {
     if let Some(algo) = args.checksum {
-        let form = Form::Stack { force: false };
-        let stack = open(&of_image(&args.image, &[], form)?)?.into_stack()?;
-        let fs = &stack.layers()[0];
-        return crate::pool::with_workers(args.workers, || print_checksums(fs, algo))?;
+        let fs = open(&of_image(&args.image, &[], Form::Image)?)?.into_image()?;
+        return crate::pool::with_workers(args.workers, || print_checksums(&fs, algo))?;
     }
     let target = of_image(&args.image, &[], Form::Sections)?;
     // A file that cannot be read at all is an error, not a problem found.

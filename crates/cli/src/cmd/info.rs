@@ -15,11 +15,10 @@ use std::collections::BTreeMap;
 
 /// Prints a summary of the image, as text or JSON.
 pub fn run(args: &InfoArgs) -> Result<u8> {
-    let stack = match open(&of_image(&args.image, &[], Form::StackUnlessLocked)?)? {
+    let fs = match open(&of_image(&args.image, &[], Form::Image)?)? {
         Opened::Sections(image) => return locked(&image, args.json),
-        opened => opened.into_stack()?,
+        opened => opened.into_image()?,
     };
-    let fs = &stack.layers()[0];
     let mut info = collect(&fs)?;
     if let Some(stats) = fs.image().fetch_stats().filter(|_| args.verbose) {
         info["remote"] = serde_json::to_value(stats)?;
