@@ -2,7 +2,8 @@
 //!
 //! A thin layer over [`hoard_reader::Stack`] (one image is a stack of
 //! one, read as it is; several are read as one tree, delta layers on
-//! their bases): each function converts its C arguments, calls the
+//! their bases), opened through the reader's opener
+//! ([`hoard_reader::open`]): each function converts its C arguments, calls the
 //! reader, and converts the result to a C return value (0, a length, or
 //! `-errno`). The message of the last failure on the
 //! calling thread is kept for [`hoard_last_error`]. An image handle may be
@@ -12,7 +13,8 @@
 mod convert;
 
 use convert::{c_path, errno_of, fill_stat, guard};
-use hoard_reader::{FileKind, Filesystem, FsOptions, Stack, View, ViewExt};
+use hoard_reader::open::{open, Opened, Target};
+use hoard_reader::{FileKind, Stack, View, ViewExt};
 use libc::{c_char, c_int, c_void, off_t, ssize_t};
 use std::cell::RefCell;
 use std::ffi::CString;
@@ -56,7 +58,11 @@ pub unsafe extern "C" fn hoard_open_with(
     path: *const c_char,
     cache_size: usize,
 ) -> *mut HoardImage {
-    hoard_open_stack_trusted(&path, 1, std::ptr::null(), 0, cache_size)
+    let options = HoardOpenOptions {
+        cache_size,
+        ..HoardOpenOptions::default()
+    };
+    hoard_open_layers(&path, 1, &options)
 }
 
 /// Like `hoard_open_with`, opening the image only if it is signed by a
@@ -77,10 +83,6 @@ pub unsafe extern "C" fn hoard_open_trusted(
     n_trust: usize,
     cache_size: usize,
 ) -> *mut HoardImage {
-    if trust.is_null() || n_trust == 0 {
-        keep_error("no trusted key files given");
-        return std::ptr::null_mut();
-    }
     hoard_open_stack_trusted(&path, 1, trust, n_trust, cache_size)
 }
 
@@ -100,12 +102,12 @@ pub unsafe extern "C" fn hoard_open_stack(
     paths: *const *const c_char,
     count: usize,
 ) -> *mut HoardImage {
-    hoard_open_stack_trusted(paths, count, std::ptr::null(), 0, 0)
+    hoard_open_layers(paths, count, std::ptr::null())
 }
 
 /// `hoard_open_stack` with the options of `hoard_open_trusted`: every
 /// image must be signed by a key of the `n_trust` public key files
-/// `trust` names (none checked when `n_trust` is 0), and at most
+/// `trust` names (none given is an error), and at most
 /// `cache_size` bytes of decompressed blocks (0: 512 MiB) are kept for
 /// all layers together.
 ///
@@ -120,6 +122,10 @@ pub unsafe extern "C" fn hoard_open_stack_trusted(
     n_trust: usize,
     cache_size: usize,
 ) -> *mut HoardImage {
+    if trust.is_null() || n_trust == 0 {
+        keep_error("no trusted key files given");
+        return std::ptr::null_mut();
+    }
     let options = HoardOpenOptions {
         trust,
         n_trust,
@@ -187,12 +193,13 @@ pub unsafe extern "C" fn hoard_open_layers(
     options: *const HoardOpenOptions,
 ) -> *mut HoardImage {
     let opened = guard(|| {
-        let paths = c_paths(paths, count)?;
-        let options = match options.as_ref() {
-            Some(o) => fs_options(o)?,
-            None => FsOptions::default(),
-        };
-        open_stack(&paths, &options)
+        let mut target = Target::new(c_paths(paths, count)?);
+        if let Some(o) = options.as_ref() {
+            load_options(&mut target, o)?;
+        }
+        open(&target)
+            .and_then(Opened::into_stack)
+            .map_err(|e| (libc::EIO, e.to_string()))
     });
     match opened {
         Ok(view) => Box::into_raw(Box::new(HoardImage { view })),
@@ -203,10 +210,10 @@ pub unsafe extern "C" fn hoard_open_layers(
     }
 }
 
-/// The reader's options for `o`, with its key files loaded.
-unsafe fn fs_options(o: &HoardOpenOptions) -> Result<FsOptions, convert::Failure> {
+/// Sets the options `o` gives on `target`, its key files loaded.
+unsafe fn load_options(target: &mut Target, o: &HoardOpenOptions) -> Result<(), convert::Failure> {
     let key_error = |e: hoard_trust::Error| (libc::EINVAL, e.to_string());
-    let mut options = FsOptions::default();
+    let options = &mut target.options;
     if o.n_trust > 0 {
         let files = c_paths(o.trust, o.n_trust)?;
         options.open.trust = Some(hoard_trust::TrustedKeys::load(&files).map_err(key_error)?);
@@ -226,7 +233,7 @@ unsafe fn fs_options(o: &HoardOpenOptions) -> Result<FsOptions, convert::Failure
     if o.cache_size > 0 {
         options.cache_size = o.cache_size;
     }
-    Ok(options)
+    Ok(())
 }
 
 /// The `count` paths at `paths`.
@@ -245,36 +252,6 @@ unsafe fn c_paths(
             ))
         })
         .collect()
-}
-
-/// Opens `paths` as a stack sharing one block cache, bottom layer first;
-/// errors name the image, or say why the layers do not stack.
-fn open_stack(paths: &[PathBuf], options: &FsOptions) -> Result<Stack, convert::Failure> {
-    let cache = Filesystem::check_options(options).map_err(|e| (libc::EINVAL, e.to_string()))?;
-    let mut layers = Vec::with_capacity(paths.len());
-    for path in paths {
-        let fs = Filesystem::open_sharing(path, &options.open, &cache).map_err(|e| {
-            (
-                libc::EIO,
-                format!("cannot open image '{}': {e}", path.display()),
-            )
-        })?;
-        layers.push(Arc::new(fs));
-    }
-    let stack = Stack::from_layers(layers).map_err(|e| match paths {
-        [one] => (
-            libc::EIO,
-            format!("cannot open image '{}': {e}", one.display()),
-        ),
-        _ => (libc::EIO, format!("cannot stack the images: {e}")),
-    })?;
-    if let Err((i, why)) = stack.check_bases() {
-        return Err((
-            libc::EIO,
-            format!("cannot stack '{}': it {why}", paths[i].display()),
-        ));
-    }
-    Ok(stack)
 }
 
 /// Like `hoard_open_with`, for an encrypted image: its data key is

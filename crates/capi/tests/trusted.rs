@@ -55,3 +55,18 @@ fn signed_images_open_with_their_key_only() {
     want.truncate(n);
     assert_eq!(open(&signed, &public).unwrap(), want);
 }
+
+#[test]
+fn a_stack_opened_trusted_needs_a_key() {
+    let image = c(&hoard_testdata::repo_images().join("compat/compat-v0.9.10.dwarfs"));
+    let paths = [image.as_ptr()];
+    // SAFETY: NUL-terminated strings that outlive the call; no key list.
+    let error = unsafe {
+        let img = hoard::hoard_open_stack_trusted(paths.as_ptr(), 1, std::ptr::null(), 0, 0);
+        assert!(img.is_null(), "opened trusting no key");
+        CStr::from_ptr(hoard_last_error())
+            .to_string_lossy()
+            .into_owned()
+    };
+    assert_eq!(error, "no trusted key files given");
+}

@@ -12,7 +12,9 @@ mod cmd;
 mod compat;
 mod generate;
 mod manifest;
+mod pool;
 mod section_hash;
+mod target;
 mod trust;
 
 /// The version and, when built from a git checkout, the commit:

@@ -1,11 +1,13 @@
 //! Keys named on the command line: `--trust PUB` (and `HOARD_TRUST`) and
-//! `--identity FILE` (and `HOARD_IDENTITY`) for reading, `--sign KEY` and
+//! `--identity FILE` (and `HOARD_IDENTITY`) for reading, loaded in one
+//! place ([`ReadKeys::load`]), `--sign KEY` and
 //! `--encrypt-to RECIPIENT` for writing, `--passphrase-file FILE` for
 //! either (see the hoard-trust crate); what a signature claims
 //! (`--sign-name`, `--sign-version`, `--sign-expires`) and what a reader
 //! expects of it (`--expect-name`, `--min-version`).
 
 use anyhow::{Context, Result};
+use hoard_reader::OpenOptions;
 use hoard_trust::encrypt::{Identities, Recipients};
 use hoard_trust::{Claims, Expectations, SecretKey, TrustedKeys};
 use hoard_writer::output::OutputOptions;
@@ -15,9 +17,40 @@ use std::sync::Arc;
 /// Public key files trusted by every command, separated by `:`.
 pub const TRUST_ENV: &str = "HOARD_TRUST";
 
+/// Key files named for reading images: `--trust`, `--identity` and
+/// `--passphrase-file` (or `--input-passphrase-file`; mount's `trust=`,
+/// `identity=` and `passphrase_file=`), with those `HOARD_TRUST` and
+/// `HOARD_IDENTITY` name, and what the signatures must claim
+/// (`--expect-name`, `--min-version`; mount's `expect_name=`,
+/// `min_version=`).
+#[derive(Debug, Clone, Default)]
+pub struct ReadKeys {
+    /// Public key files whose keys are trusted.
+    pub trust: Vec<PathBuf>,
+    /// Identity files that open encrypted images.
+    pub identity: Vec<PathBuf>,
+    /// A file holding the passphrase of encrypted images.
+    pub passphrase_file: Option<PathBuf>,
+    /// What the signatures of images opened with trusted keys must claim.
+    pub expect: Expectations,
+}
+
+impl ReadKeys {
+    /// The reader's options with these keys loaded: the one place keys
+    /// for reading images are loaded.
+    pub fn load(&self) -> Result<OpenOptions> {
+        Ok(OpenOptions {
+            trust: trusted_keys(&self.trust)?,
+            identities: identities(&self.identity, self.passphrase_file.as_deref())?,
+            expect: self.expect.clone(),
+            ..OpenOptions::default()
+        })
+    }
+}
+
 /// The keys in the files `--trust` names and in those of `HOARD_TRUST`;
 /// `None` when neither names any (images are then read unverified).
-pub fn trusted_keys(args: &[PathBuf]) -> Result<Option<TrustedKeys>> {
+fn trusted_keys(args: &[PathBuf]) -> Result<Option<TrustedKeys>> {
     let mut files = args.to_vec();
     if let Some(list) = std::env::var_os(TRUST_ENV) {
         files.extend(std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty()));
@@ -54,7 +87,7 @@ pub const IDENTITY_ENV: &str = "HOARD_IDENTITY";
 /// `HOARD_IDENTITY`, and the passphrase in `passphrase` (a file); `None`
 /// when none is given (an encrypted image then opens only as far as
 /// `hoard info` needs). This process then writes no core dump.
-pub fn identities(files: &[PathBuf], passphrase: Option<&Path>) -> Result<Option<Arc<Identities>>> {
+fn identities(files: &[PathBuf], passphrase: Option<&Path>) -> Result<Option<Arc<Identities>>> {
     let mut files = files.to_vec();
     if let Some(list) = std::env::var_os(IDENTITY_ENV) {
         files.extend(std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty()));
@@ -207,10 +240,17 @@ pub fn claims_json(claims: &Claims) -> serde_json::Value {
     })
 }
 
-/// The keys that open the encrypted images a command reads to write
-/// another (`create --base`, `rewrite`, `merge`).
+/// The keys for the images a command reads to write another (`create
+/// --base`, `rewrite`, `merge`): the keys trusted to have signed them,
+/// and those that open encrypted ones.
 #[derive(Debug, Clone, clap::Args)]
 pub struct InputKeyArgs {
+    /// Read images (inputs, --base layers) only if signed by a key in
+    /// this public key file (repeatable; also HOARD_TRUST, files
+    /// separated by `:`), checking every block against the signature
+    /// before use.
+    #[arg(long = "trust", value_name = "PUB")]
+    pub trust: Vec<PathBuf>,
     /// Open encrypted images read (inputs, --base layers) with this
     /// identity file: an age identity (`age-keygen`) or an OpenSSH
     /// private key (repeatable; also HOARD_IDENTITY, files separated by
@@ -228,14 +268,22 @@ pub struct InputKeyArgs {
 }
 
 impl InputKeyArgs {
-    /// The identities named (`None` when none is).
-    pub fn identities(&self) -> Result<Option<Arc<Identities>>> {
-        identities(&self.identity, self.input_passphrase_file.as_deref())
+    /// The reader's options with the keys named loaded.
+    pub fn load(&self) -> Result<OpenOptions> {
+        ReadKeys {
+            trust: self.trust.clone(),
+            identity: self.identity.clone(),
+            passphrase_file: self.input_passphrase_file.clone(),
+            expect: Default::default(),
+        }
+        .load()
     }
 
-    /// Sets the identities and `--decrypt` on a build's options.
+    /// Sets the keys and `--decrypt` on a build's options.
     pub fn apply(&self, o: &mut hoard_writer::CreateOptions) -> Result<()> {
-        o.identities = self.identities()?;
+        let keys = self.load()?;
+        o.trust = keys.trust;
+        o.identities = keys.identities;
         o.decrypt = self.decrypt;
         Ok(())
     }

@@ -801,6 +801,61 @@ fn expected_names_and_versions_and_expiry_are_checked_at_open() {
 }
 
 #[test]
+fn builds_from_a_tampered_signed_image_fail_and_write_nothing() {
+    let fx = Fixture::new();
+    let image = fx.image("signed.dwarfs", &["--sign", s(&fx.key)]);
+    let bad = tampered(&image, &fx.path("bad.dwarfs"), SectionType::BLOCK, 2);
+    std::fs::write(fx.tree.join("notes.txt"), b"changed notes\n").unwrap();
+    let layer = fx.image("layer.dwarfs", &["--base", s(&image), "--sign", s(&fx.key)]);
+    let out = fx.path("out.dwarfs");
+    let (tree, layer, out_s, key) = (s(&fx.tree), s(&layer), s(&out), s(&fx.key));
+    // Each build with its input, signing its output: the key trusted
+    // from the environment, or with --trust.
+    let build = |args: &[&str], by_flag: bool| {
+        let mut cmd = hoard();
+        cmd.args(args)
+            .args(["-o", out_s, "--sign", key, "--no-progress"]);
+        if by_flag {
+            cmd.args(["--trust", s(&fx.public)]);
+        } else {
+            cmd.env("HOARD_TRUST", &fx.public);
+        }
+        cmd.output().unwrap()
+    };
+    fn builds<'a>(input: &'a str, layer: &'a str, tree: &'a str) -> [Vec<&'a str>; 4] {
+        [
+            vec!["rewrite", input],
+            vec!["rewrite", input, layer],
+            vec!["merge", input],
+            vec!["create", "-i", tree, "--base", input],
+        ]
+    }
+    let (bad_builds, good_builds) = (builds(s(&bad), layer, tree), builds(s(&image), layer, tree));
+    for (bad_args, good_args) in bad_builds.iter().zip(&good_builds) {
+        for by_flag in [false, true] {
+            let run = build(bad_args, by_flag);
+            assert_eq!(run.status.code(), Some(1), "{bad_args:?} did not fail");
+            // One line, besides the reader's report of the block (as a
+            // mount logs it).
+            let err = String::from_utf8_lossy(&run.stderr).into_owned();
+            let lines: Vec<&str> = err
+                .lines()
+                .filter(|l| !l.ends_with("reads of the files in it fail"))
+                .collect();
+            assert_eq!(lines.len(), 1, "{bad_args:?}: {err}");
+            assert!(
+                err.contains("does not match the image signature"),
+                "{bad_args:?}: {err}"
+            );
+            assert!(!out.exists(), "{bad_args:?} left {out_s}");
+        }
+        ok(&build(good_args, true), &format!("{good_args:?}"));
+        ok(&verify(&out, &fx.public), "verify of the build's image");
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
+#[test]
 fn signed_claims_cannot_be_changed() {
     let fx = Fixture::new();
     let image = fx.image(
@@ -832,4 +887,23 @@ fn signed_claims_cannot_be_changed() {
     ok(&run(&["ls", s(&bumped)]), "ls without --trust");
     let err = refused(&verify(&bumped, &fx.public), "verify of a changed claim");
     assert!(err.contains("does not verify"), "{err}");
+}
+
+#[test]
+fn trusted_keys_refuse_an_archive_which_carries_no_signature() {
+    let fx = Fixture::new();
+    let zip = fx.path("x.zip");
+    std::fs::write(&zip, common::zip_archive(3, 1)).unwrap();
+    let err = refused(
+        &run(&["ls", s(&zip), "--trust", s(&fx.public)]),
+        "ls of an archive with --trust",
+    );
+    assert!(
+        err.contains("'x.zip'") || err.contains(s(&zip)),
+        "names the archive: {err}"
+    );
+    assert!(
+        err.contains("is an archive, which carries no signature"),
+        "{err}"
+    );
 }

@@ -1,6 +1,7 @@
 //! The FUSE driver: serves DwarFS images, read through `hoard-reader` as
 //! one [`hoard_reader::View`] (an image, a stack of layers, a set of
-//! images), as a read-only file system.
+//! images, opened by the reader's opener, `hoard_reader::open`), as a
+//! read-only file system; it opens no image itself.
 //!
 //! * [`options`] — the `-o` mount options (DwarFS-compatible names).
 //! * [`driver`] — the FUSE operations.
@@ -8,10 +9,12 @@
 //!
 //! ```no_run
 //! use hoard_fuse::{options::MountOptions, serve};
-//! use hoard_reader::Stack;
+//! use hoard_reader::open::{open, Target};
 //! let opts = MountOptions::parse("cachesize=256m,allow_other").unwrap();
-//! let image = Stack::open(&["image.dwarfs".as_ref()], &opts.fs_options()).unwrap();
-//! serve(std::sync::Arc::new(image), "image.dwarfs", "/mnt".as_ref(), &opts, |_| {}).unwrap();
+//! let mut target = Target::new(vec!["image.dwarfs".into()]);
+//! target.options = opts.fs_options();
+//! let view = open(&target).and_then(|o| o.into_view()).unwrap();
+//! serve(view, "image.dwarfs", "/mnt".as_ref(), &opts, |_| {}).unwrap();
 //! ```
 
 pub mod driver;

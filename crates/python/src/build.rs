@@ -164,17 +164,23 @@ pub(crate) fn output_options(opts: &Options<'_>, path: PathBuf) -> PyResult<Outp
     })
 }
 
-/// The keys that open encrypted images read (options `identity` and
-/// `input_passphrase_file`), and whether option `decrypt` writes a plain
-/// image from them.
-pub(crate) type InputKeys = (Option<Arc<hoard_trust::encrypt::Identities>>, bool);
+/// The keys for the images a build reads: those trusted to have signed
+/// them (option `trust`), those that open encrypted ones (options
+/// `identity` and `input_passphrase_file`), and whether option `decrypt`
+/// writes a plain image from them.
+pub(crate) type InputKeys = (
+    Option<hoard_trust::TrustedKeys>,
+    Option<Arc<hoard_trust::encrypt::Identities>>,
+    bool,
+);
 
 /// The [`InputKeys`] the options name.
 pub(crate) fn input_keys(opts: &Options<'_>) -> PyResult<InputKeys> {
+    let trust = crate::image::trusted_keys(opts.take::<Vec<PathBuf>>("trust")?)?;
     let identity = opts.take::<Vec<PathBuf>>("identity")?;
     let passphrase = opts.take::<PathBuf>("input_passphrase_file")?;
     let identities = crate::image::identities(identity, passphrase.as_deref())?;
-    Ok((identities, opts.flag("decrypt")?))
+    Ok((trust, identities, opts.flag("decrypt")?))
 }
 
 /// Builds the image `image_path` from the directory (or tar/cpio archive)
@@ -268,7 +274,7 @@ pub fn create<'py>(
     }
     o.section_index = !opts.flag("no_section_index")?;
     o.delta = delta(&opts)?;
-    (o.identities, o.decrypt) = input_keys(&opts)?;
+    (o.trust, o.identities, o.decrypt) = input_keys(&opts)?;
     o.history = history_entry(&opts, arguments, now)?;
     opts.finish("create")?;
 
@@ -502,7 +508,7 @@ pub fn rewrite(
         Some(o) => o.parse().map_err(PyValueError::new_err)?,
         None => Default::default(),
     };
-    let (identities, decrypt) = input_keys(&opts)?;
+    let (trust, identities, decrypt) = input_keys(&opts)?;
     let options = RewriteOptions {
         input: source,
         offset,
@@ -530,7 +536,7 @@ pub fn rewrite(
             .unwrap_or_else(hoard_writer::pipeline::default_memory_limit),
         history: history_entry(&opts, arguments, now)?,
         section_index: !opts.flag("no_section_index")?,
-        trust: None,
+        trust,
         identities,
         decrypt,
     };

@@ -7,9 +7,8 @@
 
 use crate::errors::{extract_error, image_error, is_a_directory, not_a_directory, reader_error};
 use hoard_reader::extract::{self, ExtractOptions, Patterns, XattrRestore};
-use hoard_reader::{
-    check, FileKind, Filesystem, FsOptions, ImageOffset, OpenOptions, Stack, Stat, View, ViewExt,
-};
+use hoard_reader::open::{open, Form, Target};
+use hoard_reader::{check, FileKind, Filesystem, ImageOffset, Stack, Stat, View, ViewExt};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -23,9 +22,8 @@ use std::sync::{Arc, RwLock};
 pub struct Image {
     /// The image files, bottom layer first.
     paths: Vec<PathBuf>,
-    /// How they were opened (for `check`, which opens each again).
-    open: OpenOptions,
-    cache_size: usize,
+    /// How each is opened again, as its sections (for `check`).
+    target: Target,
     /// None once closed.
     view: RwLock<Option<Arc<Stack>>>,
 }
@@ -121,29 +119,14 @@ pub(crate) fn identities(
         .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// Opens `paths` as a stack, bottom layer first, sharing one block cache;
-/// a layer not made on the images below it is refused unless `force`.
-fn open_stack(paths: &[PathBuf], options: &FsOptions, force: bool) -> PyResult<Stack> {
-    let cache = Filesystem::check_options(options).map_err(image_error)?;
-    let mut layers = Vec::with_capacity(paths.len());
-    for path in paths {
-        // A missing or unreadable file is the usual OSError subclass.
-        std::fs::metadata(path).map_err(PyErr::from)?;
-        let fs = Filesystem::open_sharing(path, &options.open, &cache)
-            .map_err(|e| image_error(format!("cannot open image '{}': {e}", path.display())))?;
-        layers.push(Arc::new(fs));
-    }
-    let stack = Stack::from_layers(layers).map_err(|e| match paths {
-        [one] => image_error(format!("cannot open image '{}': {e}", one.display())),
-        _ => image_error(format!("cannot stack the images: {e}")),
-    })?;
-    if let (Err((i, why)), false) = (stack.check_bases(), force) {
-        return Err(image_error(format!(
-            "cannot stack '{}': it {why} (force_stack=True stacks it anyway)",
-            paths[i].display()
-        )));
-    }
-    Ok(stack)
+/// The keys in the public key files `trust`; `None` when none is given.
+pub(crate) fn trusted_keys(
+    trust: Option<Vec<PathBuf>>,
+) -> PyResult<Option<hoard_trust::TrustedKeys>> {
+    trust
+        .map(|files| hoard_trust::TrustedKeys::load(&files))
+        .transpose()
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 #[pymethods]
@@ -184,21 +167,24 @@ impl Image {
         if paths.is_empty() {
             return Err(PyValueError::new_err("no image given"));
         }
-        let mut options = FsOptions::default();
-        options.open.offset = offset;
-        if let Some(files) = trust {
-            let keys = hoard_trust::TrustedKeys::load(&files)
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
-            options.open.trust = Some(keys);
-        }
-        options.open.identities = identities(identity, passphrase_file.as_deref())?;
+        let mut target = Target::new(paths.clone());
+        target.form = Form::Stack { force: force_stack };
+        target.options.open.offset = offset;
+        target.options.open.trust = trusted_keys(trust)?;
+        target.options.open.identities = identities(identity, passphrase_file.as_deref())?;
         if let Some(size) = cache_size {
-            options.cache_size = size;
+            target.options.cache_size = size;
         }
-        let stack = py.detach(|| open_stack(&paths, &options, force_stack))?;
+        for path in &paths {
+            // A missing or unreadable file is the usual OSError subclass.
+            std::fs::metadata(path).map_err(PyErr::from)?;
+        }
+        let stack = py
+            .detach(|| open(&target)?.into_stack())
+            .map_err(image_error)?;
+        target.form = Form::Sections;
         Ok(Image {
-            open: options.open.clone(),
-            cache_size: options.cache_size,
+            target,
             paths,
             view: RwLock::new(Some(Arc::new(stack))),
         })
@@ -425,10 +411,12 @@ impl Image {
         let stacked = self.paths.len() > 1;
         let (mut problems, mut sections, mut blocks, mut inodes) = (Vec::new(), 0, 0, 0);
         for path in &self.paths {
+            let mut target = self.target.clone();
+            target.images = vec![path.clone()];
             let report = py.detach(|| {
                 check::check_image(
-                    || hoard_reader::Image::open(path, &self.open),
-                    self.cache_size,
+                    || open(&target)?.into_sections(),
+                    target.options.cache_size,
                     full,
                 )
             });

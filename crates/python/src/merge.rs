@@ -59,7 +59,7 @@ pub fn merge<'py>(
     let mut o = CreateOptions::at_level(first, image_path.clone(), level);
     o.output = output_options(&opts, image_path)?;
     o.output.force |= force;
-    (o.identities, o.decrypt) = input_keys(&opts)?;
+    (o.trust, o.identities, o.decrypt) = input_keys(&opts)?;
     opts.finish("merge")?;
     o.merge = Some(spec);
     o.categorize = None;

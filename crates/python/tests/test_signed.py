@@ -1,6 +1,7 @@
 """Signed images: ``Image(..., trust=[...])`` opens an image signed by a
 trusted key (``create(..., sign=KEY)``) and refuses others."""
 
+import os
 import subprocess
 
 import pytest
@@ -47,3 +48,49 @@ def test_signed_claims_and_expiry(tree, tmp_path):
         hoard.create(tree, tmp_path / "bad.dwarfs", sign=key, sign_expires="soon")
     with pytest.raises(Exception, match="needs a key"):
         hoard.create(tree, tmp_path / "nokey.dwarfs", sign_name="app")
+
+
+def blocks(image):
+    """The (offset, end) of each BLOCK section of the v2 image at ``image``:
+    64-byte headers, the payload's length in their last 8 bytes."""
+    data = image.read_bytes()
+    found, at = [], 0
+    while at + 64 <= len(data) and data[at:at + 6] == b"DWARFS":
+        end = at + 64 + int.from_bytes(data[at + 56:at + 64], "little")
+        if int.from_bytes(data[at + 52:at + 54], "little") == 0:
+            found.append((at, end))
+        at = end
+    return found
+
+
+def test_builds_refuse_a_tampered_input_with_trust(tmp_path):
+    """A block of a signed image swapped for another image's (its own
+    hashes right, so only the signature tells): rewrite and merge with
+    ``trust`` refuse it and write nothing."""
+    key, public = ssh_key(tmp_path, "signer")
+    made = []
+    for name in ("signed", "other"):
+        src = tmp_path / name
+        src.mkdir()
+        (src / "f").write_bytes(os.urandom(100_000))
+        os.utime(src / "f", (1_000_000_000, 1_000_000_000))
+        os.utime(src, (1_000_000_000, 1_000_000_000))
+        image = tmp_path / f"{name}.dwarfs"
+        hoard.create(src, image, level=1, compression="null", sign=key,
+                     no_history=True, no_create_timestamp=True)
+        made.append(image)
+    signed, other = made
+    (start, end), = blocks(signed)
+    assert blocks(other) == [(start, end)]
+    bad = tmp_path / "bad.dwarfs"
+    data = bytearray(signed.read_bytes())
+    data[start:end] = other.read_bytes()[start:end]
+    bad.write_bytes(data)
+    out = tmp_path / "out.dwarfs"
+    for build in (lambda i: hoard.rewrite(i, out, level=1, trust=[public]),
+                  lambda i: hoard.merge([i], out, trust=[public])):
+        with pytest.raises(Exception, match="does not match the image signature"):
+            build(bad)
+        assert not out.exists()
+        build(signed)
+        out.unlink()

@@ -150,7 +150,11 @@ impl Filesystem {
     /// Opens the image at `path` with its blocks kept in the store of
     /// `cache`, beside those of other images (see
     /// [`BlockCache::for_another_image`]).
-    pub fn open_sharing(path: &Path, open: &OpenOptions, cache: &BlockCache) -> Result<Self> {
+    pub(crate) fn open_sharing(
+        path: &Path,
+        open: &OpenOptions,
+        cache: &BlockCache,
+    ) -> Result<Self> {
         let image = Image::open(path, open)?;
         Self::with_cache(image, cache.for_another_image())
     }

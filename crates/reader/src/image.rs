@@ -90,7 +90,8 @@ impl Image {
         let source = Source::open(path, !options.no_mmap)?;
         let image = Self::from_source_sized(source, options.offset, options.image_size);
         let image = match &options.trust {
-            Some(trusted) => match image.and_then(|image| image.trusting(trusted, &options.expect)) {
+            Some(trusted) => match image.and_then(|image| image.trusting(trusted, &options.expect))
+            {
                 Ok(image) => image,
                 Err(e) => Self::open_as_it_is(path, options, trusted).map_err(|_| e)?,
             },

@@ -1,15 +1,27 @@
 //! Read DwarFS images.
 //!
+//! Images are opened through [`open`], the one way in: a [`Target`]
+//! says what to open (the images, bottom first, what they are opened
+//! as, their offset, the keys trusted and the identities that open
+//! encrypted ones, the cache, how archives become images) and
+//! [`open::open`] opens it. Every front end opens through it, so a
+//! trusted key reaches every image read.
+//!
 //! ```no_run
-//! use hoard_reader::{Filesystem, FsOptions};
-//! let fs = Filesystem::open("image.dwarfs".as_ref(), &FsOptions::default())?;
-//! let ino = fs.lookup_path("usr/bin/env")?;
-//! let st = fs.stat(ino)?;
-//! let mut buf = vec![0; st.size as usize];
-//! fs.read(ino, 0, &mut buf)?;
+//! use hoard_reader::{open, Target, TrustedKeys, View, ViewExt};
+//! let mut target = Target::new(vec!["image.dwarfs".into()]);
+//! target.options.open.trust = Some(TrustedKeys::load(&["signer.pub".into()]).unwrap());
+//! let stack = open::open(&target)?.into_stack()?;
+//! let ino = stack.resolve_path(b"usr/bin/env", true)?;
+//! let at = stack.locate(ino)?;
+//! let mut buf = vec![0; at.fs.stat(at.ino)?.size as usize];
+//! at.fs.read(at.ino, 0, &mut buf)?;
 //! # Ok::<(), hoard_reader::Error>(())
 //! ```
 //!
+//! * [`open`] — what to open ([`Target`]) and the function that opens
+//!   it: stacks, sets, one image's sections; archives through
+//!   [`open::ArchiveImages`], refused when keys are trusted.
 //! * [`image`] — finds the image in its file (an optional prefix is skipped),
 //!   lists its sections and loads them, checking hashes.
 //! * [`section`] — one listed section: its header and place.
@@ -54,6 +66,7 @@ pub mod fuzzing;
 pub mod image;
 pub mod inode;
 mod offsets;
+pub mod open;
 pub mod section;
 pub mod set;
 pub mod signed;
@@ -65,8 +78,11 @@ pub mod walk;
 
 pub use error::{Error, Result};
 pub use fs::{ContentPiece, DirEntry, Extent, Filesystem, FsOptions};
+pub use hoard_trust::encrypt::Identities;
+pub use hoard_trust::{Expectations, TrustedKeys};
 pub use image::{Image, ImageOffset, OpenOptions};
 pub use inode::{FileKind, Stat, Time};
+pub use open::{Form, Opened, Target};
 pub use section::Section;
 pub use set::Set;
 pub use stack::Stack;

@@ -26,7 +26,7 @@
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::view::{AddEntry, Located, View};
-use crate::{FileKind, Filesystem, FsOptions, OpenOptions};
+use crate::{FileKind, Filesystem, OpenOptions};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -167,16 +167,14 @@ fn decode(ino: u64) -> (usize, u32) {
 }
 
 impl Stack {
-    /// Opens the images at `paths`, bottom layer first, sharing one block
-    /// cache of `options.cache_size`. Errors name the image.
-    pub fn open(paths: &[&Path], options: &FsOptions) -> Result<Stack> {
-        let cache = Filesystem::check_options(options)?;
-        Self::open_in(paths, &options.open, &cache)
-    }
-
     /// Opens the images at `paths`, bottom layer first, their blocks kept
-    /// in the store of `cache`. Errors name the image.
-    pub fn open_in(paths: &[&Path], open: &OpenOptions, cache: &BlockCache) -> Result<Stack> {
+    /// in the store of `cache` (for a [`crate::Set`]'s members; others
+    /// open through [`crate::open`]). Errors name the image.
+    pub(crate) fn open_in(
+        paths: &[&Path],
+        open: &OpenOptions,
+        cache: &BlockCache,
+    ) -> Result<Stack> {
         if paths.len() > MAX_LAYERS {
             return Err(Error::Unsupported(format!(
                 "{} layers: a stack may have at most {MAX_LAYERS}",
@@ -576,12 +574,10 @@ mod tests {
 
     #[test]
     fn too_many_layers_are_refused_before_any_is_opened() {
-        let paths: Vec<&Path> = (0..=MAX_LAYERS)
-            .map(|_| Path::new("/nonexistent"))
-            .collect();
-        let e = Stack::open(&paths, &FsOptions::default()).unwrap_err();
+        let paths = vec![std::path::PathBuf::from("/nonexistent"); MAX_LAYERS + 1];
+        let e = crate::open::open(&crate::Target::new(paths)).unwrap_err();
         assert!(e.to_string().contains("at most 4096"), "{e}");
-        assert!(Stack::open(&[], &FsOptions::default()).is_err());
+        assert!(Stack::from_layers(Vec::new()).is_err());
     }
 
     #[test]

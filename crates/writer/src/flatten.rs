@@ -32,8 +32,9 @@ use std::sync::Arc;
 
 /// Opens the stack of the images `options.flatten` names (bottom first).
 fn open(options: &CreateOptions) -> Result<Stack> {
-    let paths: Vec<&Path> = options.flatten.iter().map(PathBuf::as_path).collect();
-    crate::inputs::open_stack(&paths, options, &crate::inputs::block_cache()?, "image")
+    // Read as it is: the front end checked the layers lie on each other.
+    let cache = crate::inputs::block_cache()?;
+    crate::inputs::open_stack(&options.flatten, options, &cache, true)
 }
 
 fn image_error(e: hoard_reader::Error) -> Error {

@@ -73,6 +73,10 @@ pub struct CreateOptions {
     pub history: Option<HistoryEntry>,
     /// Write a section index.
     pub section_index: bool,
+    /// Read images (bases, layers to flatten, parts to merge) only if
+    /// signed by one of these keys, every section checked against the
+    /// signature before use (see [`crate::inputs`]).
+    pub trust: Option<hoard_trust::TrustedKeys>,
     /// Open encrypted images read (bases, layers to flatten, parts to
     /// merge) with these (see [`crate::inputs`]).
     pub identities: Option<Arc<hoard_trust::encrypt::Identities>>,
@@ -143,6 +147,7 @@ impl CreateOptions {
             pack: PackOptions::default(),
             history: None,
             section_index: true,
+            trust: None,
             identities: None,
             decrypt: false,
             categorize: (!level.categorizers.is_empty()).then(|| CategorizeOptions {
@@ -521,13 +526,7 @@ fn subtract_base(options: &CreateOptions, tree: Tree, progress: &Progress) -> Re
     progress.set(Phase::Comparing);
     let paths: Vec<&Path> = delta.bases.iter().map(PathBuf::as_path).collect();
     let cache = crate::inputs::block_cache()?;
-    let base = crate::inputs::open_stack(&paths, options, &cache, "base image")?;
-    if let (Err((i, why)), false) = (base.check_bases(), delta.force_stack) {
-        return Err(Error::Input(format!(
-            "base image '{}' {why} (--force-stack uses it anyway)",
-            paths[i].display()
-        )));
-    }
+    let base = crate::inputs::open_stack(&delta.bases, options, &cache, delta.force_stack)?;
     let mut layer = crate::delta::subtract(tree, &base, delta, &options.attrs, &progress.compared)?;
     if !delta.refer_to_base {
         return Ok(Subtracted {

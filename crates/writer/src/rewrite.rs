@@ -15,7 +15,8 @@ use hoard_format::history::{decode_history, HistoryEntry};
 use hoard_format::metadata::Metadata;
 use hoard_format::section::SectionType;
 use hoard_format::write::{encode_metadata, PackOptions};
-use hoard_reader::{Filesystem, Image, ImageOffset, OpenOptions};
+use hoard_reader::open::{open, Opened, Target};
+use hoard_reader::ImageOffset;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -180,31 +181,23 @@ pub fn rewrite(
     progress: &BlockProgress,
     cancel: Arc<AtomicBool>,
 ) -> Result<RewriteSummary> {
-    let open = OpenOptions {
-        offset: options.offset,
-        no_mmap: false,
-        image_size: None,
-        trust: options.trust.clone(),
-        expect: Default::default(),
-        identities: options.identities.clone(),
-    };
-    let image = Image::open(&options.input, &open).map_err(reader_error)?;
-    if let Some(encryption) = image.encryption() {
-        if !encryption.is_unlocked() {
-            return Err(Error::Input(format!(
-                "the image is encrypted ({}): give --identity FILE or --input-passphrase-file FILE",
-                encryption.wrapping()
-            )));
-        }
-        if options.output.encrypt.is_none() && !options.decrypt {
-            return Err(Error::Input(
-                "the image is encrypted: say how to write it, --decrypt or --encrypt-to/--passphrase-file".into(),
-            ));
-        }
+    let mut target = Target::new(vec![options.input.clone()]);
+    target.options.open.offset = options.offset;
+    target.options.open.trust = options.trust.clone();
+    target.options.open.identities = options.identities.clone();
+    // Blocks are loaded straight from the image, not through a cache.
+    target.options.cache_size = 0;
+    let stack = open(&target)
+        .and_then(Opened::into_stack)
+        .map_err(reader_error)?;
+    let fs = stack.layers()[0].clone();
+    let image = fs.image();
+    if image.encryption().is_some() && options.output.encrypt.is_none() && !options.decrypt {
+        return Err(Error::Input(
+            "the image is encrypted: say how to write it, --decrypt or --encrypt-to/--passphrase-file".into(),
+        ));
     }
     let input_bytes = image.file_size();
-    let fs = Filesystem::from_image(image, 0).map_err(reader_error)?;
-    let image = fs.image();
     let metadata = fs.metadata().map_err(reader_error)?;
     let block_size = metadata.block_size as usize;
     let mut out = ImageFile::create(&options.output)?;

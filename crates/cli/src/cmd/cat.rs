@@ -1,14 +1,16 @@
 //! `hoard cat`: file contents to standard output.
 
 use crate::args::CatArgs;
+use crate::target::of_stack;
 use anyhow::{bail, Result};
+use hoard_reader::open::open;
 use hoard_reader::{ContentPiece, FileKind, View, ViewExt};
 use std::io::Write;
 
 /// Writes each named file's contents (of an image, or of a stack of
 /// layers) to stdout.
 pub fn run(args: &CatArgs) -> Result<u8> {
-    let fs = super::open_view(&args.image, &args.layers)?;
+    let fs = open(&of_stack(&args.image, &args.layers)?)?.into_stack()?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
     for path in &args.paths {

@@ -4,25 +4,26 @@
 
 use crate::args::{CheckArgs, ChecksumAlgo};
 use crate::checksum::file_checksum;
-use anyhow::{Context, Result};
+use crate::target::of_image;
+use anyhow::Result;
+use hoard_reader::open::{open, Form, Target};
 use hoard_reader::walk::{self, Node};
-use hoard_reader::{check, FileKind, Filesystem, Image};
+use hoard_reader::{check, FileKind, Filesystem};
 use rayon::prelude::*;
 use std::io::Write;
 
 /// Runs the check (or the checksum listing).
 pub fn run(args: &CheckArgs) -> Result<u8> {
     if let Some(algo) = args.checksum {
-        let fs = super::open(&args.image)?;
-        return super::with_workers(args.workers, || print_checksums(&fs, algo))?;
+        let fs = open(&of_image(&args.image, &[], Form::Image)?)?.into_image()?;
+        return crate::pool::with_workers(args.workers, || print_checksums(&fs, algo))?;
     }
-    let options = open_options(args)?;
+    let target = of_image(&args.image, &[], Form::Sections)?;
     // A file that cannot be read at all is an error, not a problem found.
-    if let Err(e @ hoard_reader::Error::Io(_)) = Image::open(&args.image.image, &options) {
-        return Err(e)
-            .with_context(|| format!("cannot open image '{}'", args.image.image.display()));
+    if let Err(e @ hoard_reader::Error::Io(_)) = open(&target) {
+        return Err(e.into());
     }
-    let report = super::with_workers(args.workers, || check(args, &options))?;
+    let report = crate::pool::with_workers(args.workers, || check(args, &target))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -53,23 +54,9 @@ struct Report {
     found: check::Report,
 }
 
-fn open_options(args: &CheckArgs) -> Result<hoard_reader::OpenOptions> {
-    Ok(hoard_reader::OpenOptions {
-        offset: args.image.offset,
-        no_mmap: false,
-        image_size: None,
-        trust: crate::trust::trusted_keys(&args.image.trust)?,
-        expect: args.image.expect.expectations(),
-        identities: crate::trust::identities(
-            &args.image.identity,
-            args.image.passphrase_file.as_deref(),
-        )?,
-    })
-}
-
-fn check(args: &CheckArgs, options: &hoard_reader::OpenOptions) -> Report {
+fn check(args: &CheckArgs, target: &Target) -> Report {
     let mut found = check::check_image(
-        || Image::open(&args.image.image, options),
+        || open(target)?.into_sections(),
         args.image.cache_size,
         args.full,
     );

@@ -3,8 +3,10 @@
 //! as one tar, cpio or zip archive.
 
 use crate::args::ExtractArgs;
+use crate::target::of_stack;
 use anyhow::{Context, Result};
 use hoard_reader::extract::{extract_nodes, is_root, ExtractOptions, Patterns, XattrRestore};
+use hoard_reader::open::open;
 use hoard_reader::{View, ViewExt, ViewNode as Node};
 use std::fs;
 use std::io::Write;
@@ -13,7 +15,7 @@ use std::path::Path;
 
 /// Extracts the image into the output directory.
 pub fn run(args: &ExtractArgs) -> Result<u8> {
-    let fs = super::open_view(&args.image, &args.layers)?;
+    let fs = open(&of_stack(&args.image, &args.layers)?)?.into_stack()?;
     let patterns: Vec<&String> = args.patterns.iter().chain(&args.more_patterns).collect();
     let nodes = Patterns::new(&patterns)?.select(fs.walk(fs.root(), b"")?);
     if let Some(format) = args.format {
@@ -31,7 +33,7 @@ pub fn run(args: &ExtractArgs) -> Result<u8> {
         continue_on_error: args.continue_on_error,
         disk_writers: args.num_disk_writers,
     };
-    let errors = super::with_workers(args.workers, || {
+    let errors = crate::pool::with_workers(args.workers, || {
         extract_nodes(&fs, &nodes, &args.output, &options)
     })??;
     for e in &errors {

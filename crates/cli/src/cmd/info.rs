@@ -4,18 +4,20 @@
 
 use super::info_history::history;
 use crate::args::InfoArgs;
+use crate::target::of_image;
 use anyhow::Result;
 use hoard_format::metadata::{Metadata, StringStorage};
 use hoard_format::section::SectionType;
+use hoard_reader::open::{open, Form, Opened};
 use hoard_reader::{Filesystem, Section};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 /// Prints a summary of the image, as text or JSON.
 pub fn run(args: &InfoArgs) -> Result<u8> {
-    let fs = match super::open_unless_locked(&args.image)? {
-        super::Opened::Readable(fs) => *fs,
-        super::Opened::Locked(image) => return locked(&image, args.json),
+    let fs = match open(&of_image(&args.image, &[], Form::Image)?)? {
+        Opened::Sections(image) => return locked(&image, args.json),
+        opened => opened.into_image()?,
     };
     let mut info = collect(&fs)?;
     if let Some(stats) = fs.image().fetch_stats().filter(|_| args.verbose) {

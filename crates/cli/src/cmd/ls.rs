@@ -1,7 +1,9 @@
 //! `hoard ls`: list entries, optionally long and recursive.
 
 use crate::args::LsArgs;
+use crate::target::of_stack;
 use anyhow::Result;
+use hoard_reader::open::open;
 use hoard_reader::walk;
 use hoard_reader::{FileKind, Stat, View, ViewExt, ViewNode as Node};
 use std::io::Write;
@@ -9,7 +11,7 @@ use std::io::Write;
 /// Lists the entries of a directory (or one file) of an image (or of a
 /// stack of layers).
 pub fn run(args: &LsArgs) -> Result<u8> {
-    let fs = super::open_view(&args.image, &args.layers)?;
+    let fs = open(&of_stack(&args.image, &args.layers)?)?.into_stack()?;
     let path = args.path.as_deref().unwrap_or("");
     let ino = fs.lookup_path(path)?;
     let base = path.trim_matches('/').as_bytes().to_vec();

@@ -9,26 +9,19 @@
 use crate::args::{MountArgs, UmountArgs};
 use anyhow::{bail, Context, Result};
 use hoard_fuse::options::MountOptions;
-use hoard_reader::{Set, View};
-use hoard_writer::archive::cache::ArchiveCache;
+use hoard_reader::open::{open, Target};
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// Mounts an image (or several); returns the exit code.
 pub fn run(args: &MountArgs) -> Result<u8> {
-    let (rest, keys) = key_options(&args.options)?;
-    let (rest, archives) = archive_options(&remote_options(&rest)?)?;
-    let options = MountOptions::parse(&rest).map_err(anyhow::Error::msg)?;
-    // Read before the fork, so a bad key file fails the command.
-    let keys = &Keys {
-        trusted: crate::trust::trusted_keys(&keys.trust)?,
-        expect: keys.expect.clone(),
-        identities: crate::trust::identities(&keys.identity, keys.passphrase_file.as_deref())?,
-    };
+    // Made (its keys read) before the fork, so a bad key file fails the
+    // command.
+    let (target, options) = crate::target::of_mount(args, &remote_options(&args.options)?)?;
     if args.foreground {
-        return serve(args, &options, &archives, keys, |_| {});
+        return serve(args, &options, &target, |_| {});
     }
     let (read_end, write_end) = pipe()?;
     // A thread running now could leave the child a lock held forever.
@@ -45,7 +38,7 @@ pub fn run(args: &MountArgs) -> Result<u8> {
             let status = std::cell::RefCell::new(Some(std::fs::File::from(write_end)));
             // SAFETY: setsid has no preconditions.
             unsafe { libc::setsid() };
-            let result = serve(args, &options, &archives, keys, |_| {
+            let result = serve(args, &options, &target, |_| {
                 if let Some(mut w) = status.borrow_mut().take() {
                     let _ = w.write_all(b"ok");
                 }
@@ -71,53 +64,6 @@ pub fn run(args: &MountArgs) -> Result<u8> {
     }
 }
 
-/// The key files named by `-o` options.
-#[derive(Default)]
-struct KeyFiles {
-    /// `trust=PUB`.
-    trust: Vec<PathBuf>,
-    /// `identity=FILE`.
-    identity: Vec<PathBuf>,
-    /// `passphrase_file=FILE`.
-    passphrase_file: Option<PathBuf>,
-    /// `expect_name=NAME` and `min_version=N`.
-    expect: hoard_trust::Expectations,
-}
-
-/// The keys images are opened with.
-struct Keys {
-    trusted: Option<hoard_trust::TrustedKeys>,
-    expect: hoard_trust::Expectations,
-    identities: Option<Arc<hoard_trust::encrypt::Identities>>,
-}
-
-/// Takes the `trust=PUB`, `identity=FILE` and `passphrase_file=FILE`
-/// options, and what the signature must claim (`expect_name=NAME`,
-/// `min_version=N`), out of `-o` options; returns the others and these.
-fn key_options(options: &[String]) -> Result<(Vec<String>, KeyFiles)> {
-    let mut rest = Vec::new();
-    let mut keys = KeyFiles::default();
-    for item in options.iter().flat_map(|o| o.split(',')) {
-        match item.split_once('=') {
-            Some((name @ ("trust" | "identity" | "passphrase_file"), "")) => {
-                bail!("mount option '{name}' needs a file")
-            }
-            Some(("expect_name", "")) => bail!("mount option 'expect_name' needs a name"),
-            Some(("expect_name", name)) => keys.expect.name = Some(name.to_string()),
-            Some(("min_version", n)) => {
-                keys.expect.min_version = Some(n.parse().with_context(|| {
-                    format!("mount option 'min_version': '{n}' is not an unsigned integer")
-                })?)
-            }
-            Some(("trust", file)) => keys.trust.push(PathBuf::from(file)),
-            Some(("identity", file)) => keys.identity.push(PathBuf::from(file)),
-            Some(("passphrase_file", file)) => keys.passphrase_file = Some(PathBuf::from(file)),
-            _ => rest.push(item.to_string()),
-        }
-    }
-    Ok((rest, keys))
-}
-
 /// Takes the `remote_*` options out of `-o` options (they set how remote
 /// images are fetched, over `HOARD_REMOTE`); returns the others.
 fn remote_options(options: &[String]) -> Result<String> {
@@ -137,35 +83,14 @@ fn remote_options(options: &[String]) -> Result<String> {
     Ok(rest.join(","))
 }
 
-/// Takes the archive options out of `-o` options: `archive_cache=DIR`
-/// (where archives mounted directly are packed) and `archive_level=N`
-/// (how); returns the others and the cache.
-fn archive_options(options: &str) -> Result<(String, ArchiveCache)> {
-    let mut cache = ArchiveCache::default();
-    let mut rest = Vec::new();
-    for item in options.split(',').filter(|o| !o.is_empty()) {
-        match item.split_once('=') {
-            Some(("archive_cache", dir)) => cache.dir = PathBuf::from(dir),
-            Some(("archive_level", n)) => {
-                cache.level = n.parse().ok().filter(|&l| l <= 9).with_context(|| {
-                    format!("mount option 'archive_level': '{n}' is not 0 to 9")
-                })?;
-            }
-            _ => rest.push(item),
-        }
-    }
-    Ok((rest.join(","), cache))
-}
-
 /// Mounts and serves until unmounted or signalled.
 fn serve(
     args: &MountArgs,
     options: &MountOptions,
-    archives: &ArchiveCache,
-    keys: &Keys,
+    target: &Target,
     ready: impl FnOnce(()),
 ) -> Result<u8> {
-    super::build_global_pool();
+    crate::pool::build_global_pool();
     let mounted: Arc<Mutex<Option<hoard_fuse::Mounted>>> = Arc::new(Mutex::new(None));
     let mut signals =
         signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
@@ -178,7 +103,7 @@ fn serve(
         }
     });
     hoard_fuse::driver::check_mountpoint(args.mountpoint()).map_err(anyhow::Error::msg)?;
-    let view = open_view(args, options, archives, keys)?;
+    let view = open(target)?.into_view()?;
     let fsname = mount_source(args.images());
     hoard_fuse::serve(view, &fsname, args.mountpoint(), options, |m| {
         *mounted.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
@@ -186,42 +111,6 @@ fn serve(
     })
     .map_err(anyhow::Error::msg)?;
     Ok(0)
-}
-
-/// The view `args` ask for: the images stacked, or with `--each` a set
-/// of them (of every image in a directory given).
-fn open_view(
-    args: &MountArgs,
-    options: &MountOptions,
-    archives: &ArchiveCache,
-    keys: &Keys,
-) -> Result<Arc<dyn View>> {
-    let mut fs_options = options.fs_options();
-    fs_options.open.trust = keys.trusted.clone();
-    fs_options.open.expect = keys.expect.clone();
-    fs_options.open.identities = keys.identities.clone();
-    let images = args.images();
-    if !args.each {
-        if options.watch {
-            bail!("mount option 'watch' needs --each DIR");
-        }
-        return Ok(Arc::new(super::open_stack(
-            images,
-            &fs_options,
-            args.force,
-            archives,
-        )?));
-    }
-    let set = match images {
-        [dir] if dir.is_dir() => Set::of_dir(dir, &fs_options, options.watch)
-            .with_context(|| format!("cannot read '{}'", dir.display()))?,
-        _ if options.watch => bail!("mount option 'watch' needs --each with one directory"),
-        _ => {
-            let paths: Vec<&Path> = images.iter().map(PathBuf::as_path).collect();
-            Set::new(&paths, &fs_options)?
-        }
-    };
-    Ok(Arc::new(set))
 }
 
 /// The longest source name handed to mount(2): the kernel takes the

@@ -12,7 +12,6 @@ use hoard_writer::level::Level;
 use hoard_writer::parse::{parse_time, split};
 use hoard_writer::rewrite::{rewrite, Rebuild, RewriteOptions};
 use hoard_writer::CreateOptions;
-use std::path::PathBuf;
 
 /// Rewrites an image (or flattens a stack of them); returns the exit
 /// code.
@@ -54,6 +53,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         .transpose()?;
     let compression =
         split("-C", &args.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
+    let keys = args.keys.load()?;
     let options = RewriteOptions {
         input: input.clone(),
         offset: args.offset,
@@ -89,8 +89,8 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
             )
         }),
         section_index: !args.no_section_index,
-        trust: crate::trust::trusted_keys(&[])?,
-        identities: args.keys.identities()?,
+        trust: keys.trust,
+        identities: keys.identities,
         decrypt: args.keys.decrypt,
     };
     let cancel = super::interrupt::exit_on_signals()?;
@@ -124,21 +124,14 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     o.flatten = args.inputs.clone();
     o.output = args.protect.options(&args.output, args.force, args.fsync)?;
     args.keys.apply(&mut o)?;
-    // Checked (and named) here: the writer reads the stack as it is.
-    let paths: Vec<&std::path::Path> = args.inputs.iter().map(PathBuf::as_path).collect();
-    let stack = hoard_writer::inputs::open_stack(
-        &paths,
+    // Checked here: the writer reads the stack as it is.
+    let cache = hoard_writer::inputs::block_cache()?;
+    drop(hoard_writer::inputs::open_stack(
+        &args.inputs,
         &o,
-        &hoard_writer::inputs::block_cache()?,
-        "image",
-    )?;
-    if let (Err((i, why)), false) = (stack.check_bases(), args.force_stack) {
-        bail!(
-            "cannot stack '{}': it {why} (--force-stack stacks it anyway)",
-            args.inputs[i].display()
-        );
-    }
-    drop(stack);
+        &cache,
+        args.force_stack,
+    )?);
     // The layers' contents are read from their images, where the
     // categorizers, which read files, have nothing to look at.
     o.categorize = None;

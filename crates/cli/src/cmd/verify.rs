@@ -9,8 +9,10 @@
 //! not the file that was signed.
 
 use crate::args::VerifyArgs;
-use anyhow::{anyhow, Context, Result};
-use hoard_reader::{Image, OpenOptions};
+use crate::target::of_paths;
+use crate::trust::ReadKeys;
+use anyhow::{anyhow, bail, Result};
+use hoard_reader::open::{open, Form};
 use rayon::prelude::*;
 
 /// What `verify` found.
@@ -27,16 +29,17 @@ struct Verdict {
 /// Verifies the image; returns the exit code (0 only when every byte is
 /// as signed by a trusted key).
 pub fn run(args: &VerifyArgs) -> Result<u8> {
-    let trusted = crate::trust::trusted_keys(&args.trust)?
-        .ok_or_else(|| anyhow!("verify needs the keys to trust: --trust PUB (or HOARD_TRUST)"))?;
-    let options = OpenOptions {
-        offset: args.offset,
-        trust: Some(trusted),
+    let keys = ReadKeys {
+        trust: args.trust.clone(),
         expect: args.expect.expectations(),
-        ..OpenOptions::default()
+        ..ReadKeys::default()
     };
+    let target = of_paths(vec![args.image.clone()], Form::Sections, args.offset, &keys)?;
+    if target.options.open.trust.is_none() {
+        bail!("verify needs the keys to trust: --trust PUB (or HOARD_TRUST)");
+    }
     let name = args.image.display().to_string();
-    let image = Image::open(&args.image, &options).with_context(|| format!("image '{name}'"))?;
+    let image = open(&target)?.into_sections()?;
     let signed = image
         .signed()
         .ok_or_else(|| anyhow!("internal error: image '{name}' opened trusted is not signed"))?;

@@ -8,8 +8,10 @@ pub mod diff;
 pub mod image;
 pub mod tree;
 
+use crate::trust::ReadKeys;
 use anyhow::{Context, Result};
-use hoard_reader::{FsOptions, ImageOffset, OpenOptions};
+use hoard_reader::open::{open, Form};
+use hoard_reader::ImageOffset;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -65,17 +67,11 @@ fn image_manifest(
     force: bool,
     offset: ImageOffset,
 ) -> Result<Vec<Entry>> {
-    let options = FsOptions {
-        open: OpenOptions {
-            offset,
-            trust: crate::trust::trusted_keys(&[])?,
-            ..OpenOptions::default()
-        },
-        ..FsOptions::default()
-    };
     let mut images = vec![path.to_path_buf()];
     images.extend(layers.iter().cloned());
-    let view = crate::cmd::open_stack(&images, &options, force, &Default::default())?;
+    let form = Form::Stack { force };
+    let target = crate::target::of_paths(images, form, offset, &ReadKeys::default())?;
+    let view = open(&target)?.into_stack()?;
     image::manifest(&view).with_context(|| format!("image '{}'", path.display()))
 }
 

@@ -360,7 +360,9 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     delta (new data may refer to the bases' bytes; the layer then reads
     only on them), trust_mtime, opaque_dirs, metacopy, force_stack, and
     for encrypted bases identity (a list of age or OpenSSH identity files)
-    or input_passphrase_file, with decrypt to write a plain layer on them.
+    or input_passphrase_file, with decrypt to write a plain layer on them;
+    trust (a list of public key files): read the bases only if signed by
+    one of their keys, every block checked against the signature.
 
     The per-stream options compression, window_size, window_step,
     max_lookback_blocks and order take a value for every category, a list
@@ -397,7 +399,9 @@ def rewrite(source, image_path, level=7, **options):
     sign_version, sign_expires as for ``create``), encrypt_to or
     passphrase_file (as for ``create``: the new image is encrypted), for
     an encrypted source identity or input_passphrase_file (and decrypt to
-    write it as a plain image), and with ``rebuild_metadata=True``:
+    write it as a plain image), trust (public key files: read the source
+    only if signed by one of their keys, every block checked against the
+    signature), and with ``rebuild_metadata=True``:
     set_owner, set_group, set_time, chmod. The image records this call in
     its history.
     """
@@ -422,8 +426,10 @@ def merge(parts, image_path, names=None, union=False, dedupe=True,
 
     ``options`` are those of ``create`` for the image written (fsync,
     header, recovery, sign, sign_name, sign_version, sign_expires,
-    encrypt_to or passphrase_file) and for
-    encrypted parts (identity or input_passphrase_file, decrypt).
+    encrypt_to or passphrase_file), for encrypted parts (identity or
+    input_passphrase_file, decrypt), and trust (public key files: read
+    the parts only if signed by one of their keys, every block checked
+    against the signature).
     """
     return _hoard.merge([_p(p) for p in parts], _p(image_path), names, union,
                         dedupe, recompress, level, force, options)

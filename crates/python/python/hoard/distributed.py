@@ -165,7 +165,11 @@ def create(source, output, client, shards=None, level=7, retries=2,
     encrypt_to, passphrase_file, header, fsync),
     which the merge applies to the output alone: the parts are plain
     images, readable like the source they are made of, and the key file
-    ``sign`` names must be readable where the merge task runs. ``retries`` is how many times
+    ``sign`` names must be readable where the merge task runs. With
+    ``trust`` (public key files), the parts are signed with ``sign`` too
+    (readable then by every worker), and the merge reads each only if
+    signed by a trusted key, every block checked against the signature:
+    a part changed on the shared file system fails the build. ``retries`` is how many times
     Dask runs a failing task again. The parts are written to a new
     directory in ``parts_dir`` (default: beside ``output``), removed at
     the end. ``progress``, if given, is called on this machine with
@@ -179,6 +183,15 @@ def create(source, output, client, shards=None, level=7, retries=2,
         raise TypeError("create() builds whole images: a layer on base images "
                         "is built with hoard.create(..., base=...)")
     output_options = {k: options.pop(k) for k in OUTPUT_OPTIONS if k in options}
+    trust = options.pop("trust", None)
+    if trust is not None:
+        # The merge reads the parts only if signed by a trusted key: each
+        # part is signed with the output's key, which trust must name.
+        if output_options.get("sign") is None:
+            raise TypeError("trust checks the parts the merge reads: give sign too "
+                            "(a key trust names), which signs them")
+        options["sign"] = output_options["sign"]
+        output_options["trust"] = trust
     source = os.fsdecode(os.fspath(source))
     output = os.fsdecode(os.fspath(output))
     if _is_objects(output):

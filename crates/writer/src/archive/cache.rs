@@ -11,6 +11,7 @@
 
 use crate::level::Level;
 use crate::{create, CreateOptions, Error, Progress, Result};
+use hoard_reader::open::ArchiveImages;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -21,13 +22,30 @@ use xxhash_rust::xxh3::Xxh3;
 /// Level archives are packed at unless told otherwise: the fastest build.
 pub const DEFAULT_LEVEL: u8 = 1;
 
-/// Where packed archives are kept and how they are packed.
-#[derive(Debug, Clone)]
+/// Runs the build that packs an archive (with a progress display, say)
+/// and gives the image's path.
+pub type PackRunner = Arc<dyn Fn(Box<Pack>) -> Result<PathBuf> + Send + Sync>;
+
+/// Where packed archives are kept and how they are packed; the
+/// reader's opener packs and opens them through it
+/// ([`ArchiveImages`]).
+#[derive(Clone)]
 pub struct ArchiveCache {
     /// The cache directory.
     pub dir: PathBuf,
     /// The level archives are packed at.
     pub level: u8,
+    /// How packs are run; `None` runs them quietly.
+    pub runner: Option<PackRunner>,
+}
+
+impl std::fmt::Debug for ArchiveCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArchiveCache")
+            .field("dir", &self.dir)
+            .field("level", &self.level)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ArchiveCache {
@@ -41,14 +59,15 @@ impl Default for ArchiveCache {
         ArchiveCache {
             dir: base.join("hoard"),
             level: DEFAULT_LEVEL,
+            runner: None,
         }
     }
 }
 
 /// Whether `path` may be an archive: a local regular file that does not
 /// start with DwarFS's magic (an image with a header before it still
-/// may; [`is_packable_archive`] tells).
-pub fn may_be_archive(path: &Path) -> bool {
+/// may; [`is_archive`] tells).
+fn may_be_archive(path: &Path) -> bool {
     let Ok(mut file) = std::fs::File::open(path) else {
         return false;
     };
@@ -62,13 +81,13 @@ pub fn may_be_archive(path: &Path) -> bool {
 /// Whether `path` is a local file that is an archive rather than an image:
 /// [`may_be_archive`], and libarchive reads a first member (or a valid
 /// empty archive) from it.
-pub fn is_packable_archive(path: &Path) -> bool {
+fn is_archive(path: &Path) -> bool {
     may_be_archive(path)
         && hoard_archive::ArchiveReader::open_file(path).is_ok_and(|mut r| r.next_member().is_ok())
 }
 
 /// An archive's image in the cache, or what it takes to make it.
-pub enum Cached {
+enum Cached {
     /// The image, packed before.
     Ready(PathBuf),
     /// The image is not there yet.
@@ -81,6 +100,11 @@ pub struct Pack {
 }
 
 impl Pack {
+    /// The archive packed.
+    pub fn archive(&self) -> &Path {
+        &self.options.input
+    }
+
     /// Where the image will be.
     pub fn image(&self) -> &Path {
         &self.options.output.path
@@ -96,10 +120,37 @@ impl Pack {
     }
 }
 
+impl ArchiveImages for ArchiveCache {
+    fn is_archive(&self, path: &Path) -> bool {
+        is_archive(path)
+    }
+
+    fn image_for(&self, path: &Path) -> hoard_reader::Result<Option<PathBuf>> {
+        if !may_be_archive(path) {
+            return Ok(None);
+        }
+        // The cache first: telling an archive (a zip's central directory,
+        // say) takes longer than finding its image.
+        let pack = match self.lookup(path) {
+            Ok(Cached::Ready(image)) => return Ok(Some(image)),
+            Ok(Cached::ToPack(pack)) if is_archive(path) => pack,
+            _ => return Ok(None),
+        };
+        match &self.runner {
+            Some(run) => run(pack),
+            None => pack.run(&Progress::default()).map(|(image, _)| image),
+        }
+        .map(Some)
+        .map_err(|e| {
+            hoard_reader::Error::Io(format!("cannot pack archive '{}': {e}", path.display()))
+        })
+    }
+}
+
 impl ArchiveCache {
     /// The image of the archive at `archive` in the cache, or the build
     /// that makes it.
-    pub fn lookup(&self, archive: &Path) -> Result<Cached> {
+    fn lookup(&self, archive: &Path) -> Result<Cached> {
         let image = self.dir.join(format!("{}.dwarfs", self.key(archive)?));
         if image.is_file() {
             return Ok(Cached::Ready(image));

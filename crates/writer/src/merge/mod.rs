@@ -109,7 +109,7 @@ fn open(parts: &Parts, options: &CreateOptions) -> Result<Vec<Stack>> {
     parts
         .images
         .iter()
-        .map(|p| crate::inputs::open_stack(&[p.as_path()], options, &cache, "image"))
+        .map(|p| crate::inputs::open_stack(std::slice::from_ref(p), options, &cache, false))
         .collect()
 }
 
