@@ -114,7 +114,7 @@ hoard_image *hoard_open_stack(const char *const *paths, size_t count);
 /*
  `hoard_open_stack` with the options of `hoard_open_trusted`: every
  image must be signed by a key of the `n_trust` public key files
- `trust` names (none checked when `n_trust` is 0), and at most
+ `trust` names (none given is an error), and at most
  `cache_size` bytes of decompressed blocks (0: 512 MiB) are kept for
  all layers together.
 

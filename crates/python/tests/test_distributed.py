@@ -154,12 +154,16 @@ def test_a_signed_encrypted_output_is_signed_and_encrypted_by_the_merge(
     recipient = made.stderr.strip().removeprefix("Public key: ")
     out = tmp_path / "out" / "x.dwarfs"
     out.parent.mkdir()
+    public = f"{key}.pub"
+    # Parts checked by the merge are signed parts: trust needs sign.
+    with pytest.raises(TypeError, match="give sign too"):
+        hoard.distributed.create(tree, out, client, trust=[public])
     hoard.distributed.create(tree, out, client, shards=2, level=1, sign=key,
-                             encrypt_to=[recipient], recovery=5)
+                             trust=[public], encrypt_to=[recipient], recovery=5)
     assert os.listdir(out.parent) == ["x.dwarfs"]
     with pytest.raises(hoard.ImageError, match="encrypted"):
         hoard.Image(out)
-    with hoard.Image(out, identity=[identity], trust=[f"{key}.pub"]) as img:
+    with hoard.Image(out, identity=[identity], trust=[public]) as img:
         assert image_contents(img) == tree_contents(tree)
         assert img.info()["has_recovery_data"]
 
