@@ -50,6 +50,16 @@ typedef struct {
    512 MiB).
    */
   size_t cache_size;
+  /*
+   The name the signature of every image must claim (`hoard sign
+   --sign-name`), or NULL; needs trusted keys.
+   */
+  const char *expect_name;
+  /*
+   The least version the signature of every image must claim
+   (`--sign-version`); 0 for any. Needs trusted keys.
+   */
+  uint64_t min_version;
 } hoard_open_options;
 
 /*

@@ -159,6 +159,12 @@ pub struct HoardOpenOptions {
     /// Bytes of decompressed blocks kept for all layers together (0:
     /// 512 MiB).
     pub cache_size: usize,
+    /// The name the signature of every image must claim (`hoard sign
+    /// --sign-name`), or NULL; needs trusted keys.
+    pub expect_name: *const c_char,
+    /// The least version the signature of every image must claim
+    /// (`--sign-version`); 0 for any. Needs trusted keys.
+    pub min_version: u64,
 }
 
 impl Default for HoardOpenOptions {
@@ -170,6 +176,8 @@ impl Default for HoardOpenOptions {
             n_identity: 0,
             passphrase_file: std::ptr::null(),
             cache_size: 0,
+            expect_name: std::ptr::null(),
+            min_version: 0,
         }
     }
 }
@@ -233,6 +241,12 @@ unsafe fn load_options(target: &mut Target, o: &HoardOpenOptions) -> Result<(), 
     if o.cache_size > 0 {
         options.cache_size = o.cache_size;
     }
+    if !o.expect_name.is_null() {
+        let name = std::str::from_utf8(c_path(o.expect_name)?)
+            .map_err(|_| (libc::EINVAL, "expect_name is not UTF-8".to_string()))?;
+        options.open.expect.name = Some(name.to_string());
+    }
+    options.open.expect.min_version = (o.min_version > 0).then_some(o.min_version);
     Ok(())
 }
 

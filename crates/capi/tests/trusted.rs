@@ -1,5 +1,6 @@
 //! `hoard_open_trusted`: a signed image opens with its key trusted, and
-//! is refused unsigned or with another key.
+//! is refused unsigned or with another key, or when it does not claim
+//! the name and version expected.
 
 use hoard::{hoard_close, hoard_last_error, hoard_open_trusted, hoard_read};
 use std::ffi::{CStr, CString};
@@ -69,4 +70,45 @@ fn a_stack_opened_trusted_needs_a_key() {
             .into_owned()
     };
     assert_eq!(error, "no trusted key files given");
+}
+
+#[test]
+fn expected_names_and_versions_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = hoard_testdata::repo_images().join("compat/compat-v0.9.10.dwarfs");
+    let key = hoard_trust::SecretKey::generate().unwrap();
+    let (_, public) = key.write_pair(&dir.path().join("k"), "", false).unwrap();
+    let signed = dir.path().join("signed.dwarfs");
+    let claims = hoard_trust::Claims::new(Some("app".into()), Some(3), None).unwrap();
+    hoard_writer::sign::sign_image(&image, &signed, &key, claims, false).unwrap();
+    let (public, signed) = (c(&public), c(&signed));
+    let keys = [public.as_ptr()];
+    let paths = [signed.as_ptr()];
+    // Opens with `name` (or none) and `min_version` expected: Ok, or the error.
+    let open = |name: Option<&str>, min_version: u64| {
+        let name = name.map(|n| CString::new(n).unwrap());
+        let options = hoard::HoardOpenOptions {
+            trust: keys.as_ptr(),
+            n_trust: keys.len(),
+            expect_name: name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()),
+            min_version,
+            ..hoard::HoardOpenOptions::default()
+        };
+        // SAFETY: NUL-terminated strings and lists that outlive the call.
+        unsafe {
+            let img = hoard::hoard_open_layers(paths.as_ptr(), paths.len(), &options);
+            if img.is_null() {
+                return Err(CStr::from_ptr(hoard_last_error())
+                    .to_string_lossy()
+                    .into_owned());
+            }
+            hoard_close(img);
+            Ok(())
+        }
+    };
+    open(Some("app"), 3).unwrap();
+    let err = open(Some("other"), 0).unwrap_err();
+    assert!(err.contains("expected name 'other'"), "{err}");
+    let err = open(None, 4).unwrap_err();
+    assert!(err.contains("older than"), "{err}");
 }

@@ -140,9 +140,10 @@ impl Image {
     /// signature); `identity` identity files (age or OpenSSH private keys)
     /// and `passphrase_file` a file holding a passphrase, one of which
     /// opens each encrypted image; `force_stack` stacks layers made on
-    /// other images.
+    /// other images; `expect_name` and `min_version` what the signatures
+    /// must claim (with `trust`; an expired signature is always refused).
     #[new]
-    #[pyo3(signature = (paths, offset=None, cache_size=None, trust=None, identity=None, passphrase_file=None, force_stack=false))]
+    #[pyo3(signature = (paths, offset=None, cache_size=None, trust=None, identity=None, passphrase_file=None, force_stack=false, expect_name=None, min_version=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -153,6 +154,8 @@ impl Image {
         identity: Option<Vec<PathBuf>>,
         passphrase_file: Option<PathBuf>,
         force_stack: bool,
+        expect_name: Option<String>,
+        min_version: Option<u64>,
     ) -> PyResult<Self> {
         let offset = match offset {
             None => ImageOffset::Auto,
@@ -171,6 +174,10 @@ impl Image {
         target.form = Form::Stack { force: force_stack };
         target.options.open.offset = offset;
         target.options.open.trust = trusted_keys(trust)?;
+        target.options.open.expect = hoard_reader::Expectations {
+            name: expect_name,
+            min_version,
+        };
         target.options.open.identities = identities(identity, passphrase_file.as_deref())?;
         if let Some(size) = cache_size {
             target.options.cache_size = size;

@@ -40,6 +40,12 @@ def test_signed_claims_and_expiry(tree, tmp_path):
                  sign_expires="2099-01-31")
     with hoard.Image(named, trust=[public]) as img:
         assert img.exists("readme.txt")
+    with hoard.Image(named, trust=[public], expect_name="app", min_version=3) as img:
+        assert img.exists("readme.txt")
+    with pytest.raises(hoard.ImageError, match="expected name 'other'"):
+        hoard.Image(named, trust=[public], expect_name="other")
+    with pytest.raises(hoard.ImageError, match="older than"):
+        hoard.Image(named, trust=[public], min_version=4)
     expired = tmp_path / "expired.dwarfs"
     hoard.rewrite(named, expired, level=1, sign=key, sign_expires="2020-01-01T00:00:00Z")
     with pytest.raises(hoard.ImageError, match="expired on 2020-01-01"):

@@ -54,7 +54,8 @@ class Image:
     """An open DwarFS image, or a stack of images read as one tree.
 
     ``Image(path, offset="auto", cache_size=None, trust=None,
-    identity=None, passphrase_file=None, force_stack=False)`` opens the
+    identity=None, passphrase_file=None, force_stack=False,
+    expect_name=None, min_version=None)`` opens the
     image file ``path``. ``path`` may also be a list of image files, bottom
     layer first, read as one tree as ``hoard mount LOWER... UPPER`` shows
     it (overlayfs rules; a ``--delta`` layer reads only on exactly the
@@ -65,7 +66,9 @@ class Image:
     starts; ``cache_size`` the bytes of decompressed blocks kept in memory
     (default 512 MiB); ``trust`` a list of public key files (``hoard
     keygen``'s or OpenSSH's): the image must be signed by one of their
-    keys, and every block is checked against the signature before use;
+    keys, and every block is checked against the signature before use,
+    an expired signature is refused, and ``expect_name`` and
+    ``min_version`` are the name and least version it must claim;
     ``identity`` a list of identity files (``age-keygen``'s or OpenSSH
     private keys) and ``passphrase_file`` a file holding a passphrase, one
     of which opens an encrypted image. Use it as a context manager, or call ``close()``. Raises
@@ -75,7 +78,8 @@ class Image:
     """
 
     def __init__(self, path, offset="auto", cache_size=None, trust=None,
-                 identity=None, passphrase_file=None, force_stack=False):
+                 identity=None, passphrase_file=None, force_stack=False,
+                 expect_name=None, min_version=None):
         if trust is not None:
             trust = [os.fspath(t) for t in trust]
         if identity is not None:
@@ -84,7 +88,8 @@ class Image:
             passphrase_file = os.fspath(passphrase_file)
         paths = list(path) if isinstance(path, (list, tuple)) else [path]
         self._core = _hoard.Image([os.fspath(p) for p in paths], offset, cache_size, trust,
-                                  identity, passphrase_file, force_stack)
+                                  identity, passphrase_file, force_stack, expect_name,
+                                  min_version)
 
     def __enter__(self):
         return self
