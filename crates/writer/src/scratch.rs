@@ -297,48 +297,56 @@ fn unnamed_in(dir: &Path) -> Option<File> {
     Some(file)
 }
 
-fn c_path(path: &Path) -> std::io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)
-}
-
-/// Links `to` to the file `from` names, following `from` if it is a
-/// symbolic link (as `/proc/self/fd/N` is); fails if `to` exists.
-fn link_at(from: &Path, to: &Path) -> std::io::Result<()> {
-    let (from, to) = (c_path(from)?, c_path(to)?);
-    // SAFETY: two NUL-terminated paths that outlive the call.
-    let linked = unsafe {
-        libc::linkat(
-            libc::AT_FDCWD,
-            from.as_ptr(),
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            libc::AT_SYMLINK_FOLLOW,
-        )
-    };
-    match linked {
+/// Calls `at` (a `*at` system call taking two paths relative to the
+/// current directory) on `from` and `to`; its error if it fails.
+fn two_paths(
+    from: &Path,
+    to: &Path,
+    at: impl FnOnce(*const libc::c_char, *const libc::c_char) -> libc::c_int,
+) -> std::io::Result<()> {
+    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
+    let (from, to) = (c(from)?, c(to)?);
+    match at(from.as_ptr(), to.as_ptr()) {
         0 => Ok(()),
         _ => Err(std::io::Error::last_os_error()),
     }
 }
 
+/// Links `to` to the file `from` names, following `from` if it is a
+/// symbolic link (as `/proc/self/fd/N` is); fails if `to` exists.
+fn link_at(from: &Path, to: &Path) -> std::io::Result<()> {
+    two_paths(from, to, |from, to| {
+        // SAFETY: two NUL-terminated paths that outlive the call.
+        unsafe {
+            libc::linkat(
+                libc::AT_FDCWD,
+                from,
+                libc::AT_FDCWD,
+                to,
+                libc::AT_SYMLINK_FOLLOW,
+            )
+        }
+    })
+}
+
 /// Renames `from` to `to`, failing if `to` exists; on a file system
 /// without `RENAME_NOREPLACE`, links `to` and removes `from`.
 fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
-    let (c_from, c_to) = (c_path(from)?, c_path(to)?);
-    // SAFETY: two NUL-terminated paths that outlive the call.
-    let renamed = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            c_from.as_ptr(),
-            libc::AT_FDCWD,
-            c_to.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if renamed == 0 {
+    let renamed = two_paths(from, to, |from, to| {
+        // SAFETY: two NUL-terminated paths that outlive the call.
+        unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                from,
+                libc::AT_FDCWD,
+                to,
+                libc::RENAME_NOREPLACE,
+            )
+        }
+    });
+    let Err(e) = renamed else {
         return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
+    };
     if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
         return Err(e);
     }
