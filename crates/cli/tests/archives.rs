@@ -66,7 +66,7 @@ fn unpack(image: &Path, format: &str, file: Option<&Path>, unpack: &str, to: &Pa
     let img = image.to_str().unwrap();
     let archive = match file {
         Some(f) => {
-            extract_ok(&[img, "--format", format], &f);
+            extract_ok(&[img, "--format", format], f);
             std::fs::read(f).unwrap()
         }
         None => hoard_bytes(&["extract", img, "--format", format, "-o", "-"]),

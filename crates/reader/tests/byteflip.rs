@@ -7,7 +7,6 @@ use hoard_format::section::SectionType;
 use hoard_reader::source::Source;
 use hoard_reader::{check, Image, ImageOffset};
 use hoard_testdata::Rng;
-use std::ops::Range;
 use std::path::Path;
 
 /// Positions sampled in the block payloads, and again in the other payloads.
