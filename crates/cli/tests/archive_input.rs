@@ -61,15 +61,11 @@ fn source(root: &Path, full: bool) -> PathBuf {
 fn differences_from_bsdtar(archive: &Path, ignore: &str) -> String {
     let work = tempfile::tempdir().unwrap();
     let image = work.path().join("x.dwarfs");
-    let o = run(&[
-        "create",
-        "-i",
-        archive.to_str().unwrap(),
-        "-o",
-        image.to_str().unwrap(),
-        "--with-devices",
-        "--with-specials",
-    ]);
+    let o = run(&create_args(
+        archive,
+        &image,
+        &["--with-devices", "--with-specials"],
+    ));
     if !o.status.success() {
         return format!("create failed: {}", String::from_utf8_lossy(&o.stderr));
     }
@@ -111,18 +107,13 @@ fn check_all(src: &Path, cases: &[(&str, &str, &str)], ignore: &str) {
             continue;
         }
         let archive = work.path().join(name);
-        let o = Command::new("sh")
-            .args(["-ec", &format!("umask 022; {script}")])
-            .env("S", src)
-            .env("A", &archive)
-            .env("LC_ALL", "C")
-            .current_dir(work.path())
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "making {name}: {}",
-            String::from_utf8_lossy(&o.stderr)
+        output_ok(
+            Command::new("sh")
+                .args(["-ec", &format!("umask 022; {script}")])
+                .env("S", src)
+                .env("A", &archive)
+                .env("LC_ALL", "C")
+                .current_dir(work.path()),
         );
         let d = differences_from_bsdtar(&archive, ignore);
         if !d.is_empty() {
@@ -254,23 +245,8 @@ fn sparse_files_in_every_tar_sparse_format_keep_their_holes() {
                 .replace("$A", archive.to_str().unwrap())
                 .replace("$S", src.to_str().unwrap()),
         );
-        let image = work.path().join(format!("{name}.dwarfs"));
-        let o = run(&[
-            "create",
-            "-i",
-            archive.to_str().unwrap(),
-            "-o",
-            image.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let out = work.path().join(format!("{name}.out"));
-        let o = run(&[
-            "extract",
-            image.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let image = create_image(&archive, &work.path().join(format!("{name}.dwarfs")), &[]);
+        let out = extract_ok(&[s(&image)], &work.path().join(format!("{name}.out")));
         let m = std::fs::metadata(out.join("sparse")).unwrap();
         let allocated = std::os::unix::fs::MetadataExt::blocks(&m) * 512;
         assert!(allocated < 1 << 20, "{name}: {allocated} bytes allocated");
@@ -438,11 +414,7 @@ fn cpio_zip_7z_iso_ar_and_more_pack_like_bsdtar_extracts() {
         &format!("tar -cf {} -C {} .", tar.display(), portable.display()),
     );
     let mut skippable = vec![0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 1, 2, 3, 4];
-    let o = Command::new("zstd")
-        .args(["-q", "-c"])
-        .arg(&tar)
-        .output()
-        .unwrap();
+    let o = output_ok(Command::new("zstd").args(["-q", "-c"]).arg(&tar));
     skippable.extend_from_slice(&o.stdout);
     let framed = work.path().join("skippable.tar.zst");
     std::fs::write(&framed, skippable).unwrap();
@@ -545,15 +517,7 @@ fn rar_and_solaris_acl_archives_made_by_hand_pack_like_bsdtar_extracts() {
 /// output and whether an image was left.
 fn create_from(archive: &Path, extra: &[&str]) -> (std::process::Output, bool) {
     let image = archive.with_extension("dwarfs");
-    let mut args = vec![
-        "create",
-        "-i",
-        archive.to_str().unwrap(),
-        "-o",
-        image.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    let o = run(&args);
+    let o = run(&create_args(archive, &image, extra));
     (o, image.exists())
 }
 
@@ -664,8 +628,7 @@ fn broken_and_hostile_archives_get_one_line_errors() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let listing = run(&["ls", "-R", path.with_extension("dwarfs").to_str().unwrap()]);
-    let listing = String::from_utf8_lossy(&listing.stdout);
+    let listing = hoard_ok(&["ls", "-R", s(&path.with_extension("dwarfs"))]);
     for name in ["escape", "etc/rooted", "b"] {
         assert!(
             listing.lines().any(|l| l.trim_end().ends_with(name)),
@@ -721,15 +684,8 @@ fn archives_mount_directly_and_are_packed_once() {
         std::fs::create_dir(&mnt).unwrap();
         let opt = format!("archive_cache={}", cache.display());
         for round in 0..2 {
-            let o = run(&[
-                "mount",
-                archive.to_str().unwrap(),
-                mnt.to_str().unwrap(),
-                "-o",
-                &opt,
-            ]);
+            let o = output_ok(hoard().args(["mount", s(&archive), s(&mnt), "-o", &opt]));
             let err = String::from_utf8_lossy(&o.stderr);
-            assert!(o.status.success(), "{name}: {err}");
             let _mounted = FuseMount(mnt.clone());
             // Packed on the first mount only.
             assert_eq!(
@@ -739,23 +695,17 @@ fn archives_mount_directly_and_are_packed_once() {
             );
             let a = without_root(&manifest_of(&expected));
             let b = without_root(&manifest_of(&mnt));
-            let d = manifest_diff(&a, &b, Compare::Mounted);
-            assert!(d.is_empty(), "{name}: {d}");
+            assert_same_manifest(&a, &b, Compare::Mounted);
         }
     }
     // ls and cat take archives the same way, through the same cache.
     let zip = work.join("x.zip");
-    let o = hoard()
-        .env("XDG_CACHE_HOME", work.join("xdg"))
-        .args(["cat", zip.to_str().unwrap(), "dir/small.txt"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.stdout,
-        b"small\n",
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = output_ok(hoard().env("XDG_CACHE_HOME", work.join("xdg")).args([
+        "cat",
+        s(&zip),
+        "dir/small.txt",
+    ]));
+    assert_eq!(o.stdout, b"small\n");
     assert!(work.join("xdg/hoard").is_dir());
     // One image per archive in the cache.
     let images = std::fs::read_dir(&cache)
@@ -786,31 +736,11 @@ fn dwarfs_reads_images_of_archives_with_old_times_and_legacy_names() {
         work,
         &format!("tar --format=gnu -cjf x.tar.bz2 -C {} .", src.display()),
     );
-    let image = work.join("x.dwarfs");
-    let o = run(&[
-        "create",
-        "-i",
-        work.join("x.tar.bz2").to_str().unwrap(),
-        "-o",
-        image.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let image = create_image(&work.join("x.tar.bz2"), &work.join("x.dwarfs"), &[]);
     let out = work.join("out");
     dwarfs_check_and_extract(&image, &out);
     // 1960 and 2100 come back as such, and the names with their bytes.
-    let o = run(&[
-        "diff",
-        image.to_str().unwrap(),
-        out.to_str().unwrap(),
-        "--ignore",
-        "mtime_ns",
-    ]);
-    let d = String::from_utf8_lossy(&o.stdout);
-    let d: Vec<&str> = d
-        .lines()
-        .filter(|l| !l.starts_with("differs: .:"))
-        .collect();
-    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(differences_below_root(&image, &out, "mtime_ns"), "");
     let old = std::fs::metadata(out.join("old")).unwrap();
     assert_eq!(std::os::unix::fs::MetadataExt::mtime(&old), -315_619_200);
 }

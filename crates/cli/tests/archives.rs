@@ -66,22 +66,10 @@ fn unpack(image: &Path, format: &str, file: Option<&Path>, unpack: &str, to: &Pa
     let img = image.to_str().unwrap();
     let archive = match file {
         Some(f) => {
-            let o = run(&[
-                "extract",
-                img,
-                "--format",
-                format,
-                "-o",
-                f.to_str().unwrap(),
-            ]);
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            extract_ok(&[img, "--format", format], f);
             std::fs::read(f).unwrap()
         }
-        None => {
-            let o = run(&["extract", img, "--format", format, "-o", "-"]);
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            o.stdout
-        }
+        None => hoard_bytes(&["extract", img, "--format", format, "-o", "-"]),
     };
     let mut child = Command::new("sh")
         .args(["-ec", unpack])
@@ -137,7 +125,7 @@ fn tar_archives_unpack_to_the_image_tree() {
         "",
         "gnutar via GNU tar"
     );
-    let listing = Command::new("tar").arg("-tvf").arg(&gnu).output().unwrap();
+    let listing = output_ok(Command::new("tar").arg("-tvf").arg(&gnu));
     assert!(String::from_utf8_lossy(&listing.stdout).contains(&"n".repeat(200)));
     if has_tool("bsdtar") {
         unpack(&image, "tar", None, "bsdtar -xpf -", &d.join("pax-bsd"));
@@ -227,44 +215,30 @@ fn cpio_and_zip_archives_unpack_to_the_image_tree() {
 #[test]
 fn patterns_and_dwarfsextract_select_what_is_archived() {
     let (dir, image) = setup();
-    let o = run(&[
+    let tar = hoard_bytes(&[
         "extract",
-        image.to_str().unwrap(),
+        s(&image),
         "--format=gnutar",
         "-o",
         "-",
         "--pattern",
         "plain/*.txt",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = dir.path().join("listed.tar");
-    std::fs::write(&out, &o.stdout).unwrap();
-    let list = Command::new("tar").arg("-tf").arg(&out).output().unwrap();
+    std::fs::write(&out, tar).unwrap();
+    let list = output_ok(Command::new("tar").arg("-tf").arg(&out));
     let names = String::from_utf8(list.stdout).unwrap();
     assert_eq!(names, "./\nplain/\nplain/grüße.txt\n");
 
     let bin = dir.path().join("dwarfsextract");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_hoard"), &bin).unwrap();
-    let o = Command::new(&bin)
-        .args(["-i", image.to_str().unwrap(), "-f", "newc"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = output_ok(Command::new(&bin).args(["-i", s(&image), "-f", "newc"]));
     assert!(o.stdout.starts_with(b"070701"), "a newc archive on stdout");
     assert!(o.stdout.windows(10).any(|w| w == b"TRAILER!!!"));
 
     // A failed write leaves nothing behind and says so in one line.
     let missing = dir.path().join("no/such/dir/x.tar");
-    let o = run(&[
-        "extract",
-        image.to_str().unwrap(),
-        "--format=tar",
-        "-o",
-        missing.to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    one_line_error(&["extract", s(&image), "--format=tar", "-o", s(&missing)]);
     assert!(!missing.exists());
 }
 
@@ -344,14 +318,23 @@ fn create_from(
     child.wait_with_output().unwrap()
 }
 
+/// [`create_from`], asserting that it succeeds.
+fn create_from_ok(input: &str, stdin: Option<Vec<u8>>, image: &Path, extra: &[&str]) {
+    let o = create_from(input, stdin, image, extra);
+    assert!(
+        o.status.success(),
+        "create -i {input} {extra:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// A tar of `src` made by GNU tar with `options`.
 fn gnu_tar(src: &Path, options: &str) -> Vec<u8> {
-    let o = Command::new("sh")
-        .args(["-ec", &format!("tar {options} -cf - .")])
-        .current_dir(src)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = output_ok(
+        Command::new("sh")
+            .args(["-ec", &format!("tar {options} -cf - .")])
+            .current_dir(src),
+    );
     o.stdout
 }
 
@@ -361,15 +344,13 @@ fn tar_streams_pack_like_their_directory() {
     let d = dir.path();
     let src = tree(&d.join("src"));
     let from_dir = d.join("dir.dwarfs");
-    let o = create_from(src.to_str().unwrap(), None, &from_dir, &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    create_from_ok(src.to_str().unwrap(), None, &from_dir, &[]);
     let expected = std::fs::read(&from_dir).unwrap();
 
     // GNU format with sparse files, through a pipe.
     let tar = gnu_tar(&src, "--sparse --xattrs");
     let piped = d.join("piped.dwarfs");
-    let o = create_from("-", Some(tar.clone()), &piped, &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    create_from_ok("-", Some(tar.clone()), &piped, &[]);
     assert_eq!(differences_below_root(&piped, &src, ""), "");
     assert!(
         std::fs::read(&piped).unwrap() == expected,
@@ -387,30 +368,24 @@ fn tar_streams_pack_like_their_directory() {
         sh(d, &format!("{tool} -c t.tar > t.tar.{suffix}"));
         let image = d.join(format!("{suffix}.dwarfs"));
         let packed = d.join(format!("t.tar.{suffix}"));
-        let o = create_from(packed.to_str().unwrap(), None, &image, &[]);
-        assert!(
-            o.status.success(),
-            "{suffix}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        create_from_ok(packed.to_str().unwrap(), None, &image, &[]);
         assert!(std::fs::read(&image).unwrap() == expected, "{suffix}");
     }
 
     // pax: nanosecond times and long names.
     sh(&src, "touch -d '2023-11-14 22:00:00.123456789' plain/empty");
     let pax = d.join("pax.dwarfs");
-    let o = create_from(
+    create_from_ok(
         "-",
         Some(gnu_tar(&src, "--format=pax --sparse")),
         &pax,
         &["--time-resolution=ns"],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(differences_below_root(&pax, &src, ""), "");
 
     // Options apply as for a directory.
     let filtered = d.join("filtered.dwarfs");
-    let o = create_from(
+    create_from_ok(
         "-",
         Some(tar),
         &filtered,
@@ -423,14 +398,12 @@ fn tar_streams_pack_like_their_directory() {
             "77",
         ],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let listing =
-        String::from_utf8(run(&["ls", "-lR", filtered.to_str().unwrap()]).stdout).unwrap();
+    let listing = hoard_ok(&["ls", "-lR", s(&filtered)]);
     assert!(!listing.contains("big.bin"), "{listing}");
     // A hard link keeps its contents when the filter drops its other name.
     assert!(!listing.contains(" linked\n"), "{listing}");
-    let cat = run(&["cat", filtered.to_str().unwrap(), "plain/linked-too"]);
-    assert_eq!(cat.stdout, b"two names\n", "{listing}");
+    let cat = hoard_ok(&["cat", s(&filtered), "plain/linked-too"]);
+    assert_eq!(cat, "two names\n", "{listing}");
     assert!(
         listing
             .lines()
@@ -463,16 +436,14 @@ fn gnu_tar_text_acls_become_acl_attributes() {
     }
     sh(&src, "find . -exec touch -h -d 2024-01-02T03:04:05 {} +");
     let from_dir = d.join("dir.dwarfs");
-    let o = create_from(src.to_str().unwrap(), None, &from_dir, &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    create_from_ok(src.to_str().unwrap(), None, &from_dir, &[]);
 
     // `--acls` stores them as SCHILY.acl.* text, not as attributes; the
     // text, like the binary attribute value, holds newlines.
     let tar = gnu_tar(&src, "--format=pax --acls --xattrs");
     assert!(tar.windows(17).any(|w| w == b"SCHILY.acl.access"));
     let image = d.join("tar.dwarfs");
-    let o = create_from("-", Some(tar), &image, &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    create_from_ok("-", Some(tar), &image, &[]);
     assert_eq!(differences_below_root(&image, &src, ""), "");
     assert!(
         std::fs::read(&image).unwrap() == std::fs::read(&from_dir).unwrap(),
@@ -501,19 +472,13 @@ fn cpio_streams_pack_like_their_directory() {
     }
     let dir = tempfile::tempdir().unwrap();
     let src = tree(&dir.path().join("src"));
-    let o = Command::new("sh")
-        .args(["-ec", "find . | cpio -o -H newc --quiet"])
-        .current_dir(&src)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let image = dir.path().join("cpio.dwarfs");
-    let out = create_from("-", Some(o.stdout), &image, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let o = output_ok(
+        Command::new("sh")
+            .args(["-ec", "find . | cpio -o -H newc --quiet"])
+            .current_dir(&src),
     );
+    let image = dir.path().join("cpio.dwarfs");
+    create_from_ok("-", Some(o.stdout), &image, &[]);
     assert_eq!(differences_below_root(&image, &src, ""), "");
 }
 
@@ -625,8 +590,8 @@ fn a_large_tar_stream_packs_in_bounded_memory() {
     eprintln!("peak RSS of hoard create: {peak_mib} MiB");
     assert!(peak_mib < 256, "peak RSS {peak_mib} MiB for a 1 GiB stream");
     for i in [0, 77, FILES - 1] {
-        let o = run(&["cat", image.to_str().unwrap(), &format!("d{}/f{i}", i % 4)]);
-        assert!(o.stdout == rotated(&pool, i), "file {i}");
+        let cat = hoard_bytes(&["cat", s(&image), &format!("d{}/f{i}", i % 4)]);
+        assert!(cat == rotated(&pool, i), "file {i}");
     }
 }
 
@@ -640,9 +605,8 @@ fn archive_names_stay_inside_the_image() {
     }
     tar.extend_from_slice(&[0u8; 1024]);
     let image = d.join("names.dwarfs");
-    let o = create_from("-", Some(tar), &image, &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let listing = String::from_utf8(run(&["ls", "-R", image.to_str().unwrap()]).stdout).unwrap();
+    create_from_ok("-", Some(tar), &image, &[]);
+    let listing = hoard_ok(&["ls", "-R", s(&image)]);
     assert_eq!(listing, "b\nc\nc/d\nescape\netc\netc/absolute\n");
     assert!(!d.join("escape").exists() && !dir.path().parent().unwrap().join("escape").exists());
 
@@ -696,12 +660,11 @@ fn format_options_choose_the_zip_compression() {
     // The method of every file in a zip written with `options`.
     let methods = |options: &str| -> Vec<zip::CompressionMethod> {
         let out = dir.path().join(format!("{options}.zip"));
-        let o = Command::new(&bin)
-            .args(["-i", img, "-f", "zip", "--format-options", options, "-o"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        output_ok(
+            Command::new(&bin)
+                .args(["-i", img, "-f", "zip", "--format-options", options, "-o"])
+                .arg(&out),
+        );
         let mut zip = zip::ZipArchive::new(std::fs::File::open(&out).unwrap()).unwrap();
         let mut found = Vec::new();
         for i in 0..zip.len() {
@@ -711,8 +674,8 @@ fn format_options_choose_the_zip_compression() {
                 let name = f.name().unwrap().to_string();
                 let mut data = Vec::new();
                 std::io::Read::read_to_end(&mut f, &mut data).unwrap();
-                let cat = run(&["cat", img, &name]);
-                assert!(data == cat.stdout, "{options}: {name}");
+                let cat = hoard_bytes(&["cat", img, &name]);
+                assert!(data == cat, "{options}: {name}");
             }
         }
         assert!(found.len() >= 5, "{options}: {found:?}");
@@ -763,12 +726,11 @@ fn disk_writers_extract_the_same_tree() {
     for writers in ["0", "3"] {
         let out = dir.path().join(format!("writers-{writers}"));
         std::fs::create_dir(&out).unwrap();
-        let o = Command::new(&bin)
-            .args(["-i", img, "-o", out.to_str().unwrap()])
-            .args(["--num-disk-writers", writers, "-n", "2"])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        output_ok(
+            Command::new(&bin)
+                .args(["-i", img, "-o", out.to_str().unwrap()])
+                .args(["--num-disk-writers", writers, "-n", "2"]),
+        );
         assert_eq!(
             differences_below_root(&image, &out, ""),
             "",

@@ -51,9 +51,7 @@ fn tree(root: &Path) {
 }
 
 fn info(image: &Path) -> serde_json::Value {
-    let out = run(&["info", "--json", image.to_str().unwrap()]);
-    assert!(out.status.success());
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&hoard_ok(&["info", "--json", s(image)])).unwrap()
 }
 
 fn count(info: &serde_json::Value, algo: &str) -> u64 {
@@ -62,24 +60,11 @@ fn count(info: &serde_json::Value, algo: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Checks `image` and asserts that it extracts to the tree of `manifest`.
 fn assert_reads_back(image: &Path, manifest: &str) {
-    let check = run(&["check", "--full", image.to_str().unwrap()]);
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    hoard_ok(&["check", "--full", s(image)]);
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("x");
-    let r = run(&[
-        "extract",
-        image.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let diff = manifest_diff(manifest, &manifest_of(&out), Compare::Extracted);
-    assert!(diff.is_empty(), "{}: differs:\n{diff}", image.display());
+    assert_extracts_as(&[s(image)], &dir.path().join("x"), manifest);
 }
 
 #[test]
@@ -91,20 +76,11 @@ fn categorized_images_read_back_and_use_flac_and_no_compression() {
     let plain = dir.path().join("plain.dwarfs");
     let categorized = dir.path().join("cat.dwarfs");
     for (image, extra) in [(&plain, &[][..]), (&categorized, &["--categorize"][..])] {
-        let mut args = vec![
-            "create",
-            "-i",
-            src.to_str().unwrap(),
-            "-o",
-            image.to_str().unwrap(),
-            "--no-progress",
-            "-l",
-            "5",
-            "--time-resolution=ns",
-        ];
-        args.extend_from_slice(extra);
-        let r = run(&args);
-        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        create_image(
+            &src,
+            image,
+            &[&["-l", "5", "--time-resolution=ns"], extra].concat(),
+        );
         assert_reads_back(image, &manifest);
     }
     let i = info(&categorized);
@@ -137,36 +113,25 @@ fn categorized_images_read_back_and_use_flac_and_no_compression() {
 
     // A rewrite keeps the categories: FLAC again for audio, zstd elsewhere.
     let rewritten = dir.path().join("rewritten.dwarfs");
-    let r = run(&[
-        "rewrite",
-        categorized.to_str().unwrap(),
-        "-o",
-        rewritten.to_str().unwrap(),
-        "-C",
-        "zstd:level=3",
-        "-C",
-        "pcmaudio/waveform::flac:level=8",
-        "-C",
-        "incompressible::null",
-        "--no-progress",
-    ]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    rewrite_image(
+        &[s(&categorized)],
+        &rewritten,
+        &[
+            "-C",
+            "zstd:level=3",
+            "-C",
+            "pcmaudio/waveform::flac:level=8",
+            "-C",
+            "incompressible::null",
+        ],
+    );
     assert_reads_back(&rewritten, &manifest);
     let i = info(&rewritten);
     assert_eq!(count(&i, "flac"), 3, "{i}");
 
     // Everything as zstd: audio blocks become ordinary blocks.
     let zstd = dir.path().join("zstd.dwarfs");
-    let r = run(&[
-        "rewrite",
-        categorized.to_str().unwrap(),
-        "-o",
-        zstd.to_str().unwrap(),
-        "-C",
-        "zstd:level=3",
-        "--no-progress",
-    ]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    rewrite_image(&[s(&categorized)], &zstd, &["-C", "zstd:level=3"]);
     assert_reads_back(&zstd, &manifest);
     assert_eq!(count(&info(&zstd), "flac"), 0);
 }
@@ -244,19 +209,7 @@ fn category_options_are_checked() {
         &["--order", "incompressible::sideways"],
     ];
     for extra in cases {
-        let mut args = vec![
-            "create",
-            "-i",
-            src.to_str().unwrap(),
-            "-o",
-            image.to_str().unwrap(),
-            "--no-progress",
-        ];
-        args.extend_from_slice(extra);
-        let r = run(&args);
-        assert_eq!(r.status.code(), Some(1), "{extra:?} should fail");
-        let err = String::from_utf8_lossy(&r.stderr);
-        assert_eq!(err.trim().lines().count(), 1, "{extra:?}: {err}");
+        one_line_error(&create_args(&src, &image, extra));
         assert!(!image.exists());
     }
 }
@@ -274,13 +227,7 @@ fn dwarfs_categorized_tree_categorizes_alike() {
     };
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
-    let r = run(&[
-        "extract",
-        theirs.to_str().unwrap(),
-        "-o",
-        src.to_str().unwrap(),
-    ]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    extract_ok(&[s(&theirs)], &src);
     let manifest = manifest_of(&src);
     let ours = create_image(
         &src,

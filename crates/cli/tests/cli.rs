@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::run;
+use common::{create_image, hoard_fails, hoard_ok, s};
 use std::path::Path;
 use std::process::Command;
 
@@ -15,26 +15,9 @@ const COMMANDS: [&str; 9] = [
 /// The names hoard answers to besides its own, each with its man page.
 const PERSONALITIES: [&str; 4] = ["mkdwarfs", "dwarfs", "dwarfsck", "dwarfsextract"];
 
-fn stdout(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "hoard {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs hoard with `args`, expecting failure; returns its stderr.
-fn failure(args: &[&str]) -> String {
-    let out = run(args);
-    assert_eq!(out.status.code(), Some(1), "hoard {args:?}");
-    String::from_utf8(out.stderr).unwrap()
-}
-
 #[test]
 fn help_lists_every_command_with_one_line() {
-    let help = stdout(&["--help"]);
+    let help = hoard_ok(&["--help"]);
     assert!(help.contains("DwarFS"), "{help}");
     assert!(!help.contains("check, ls, cat, info, extract"), "{help}");
     let commands = help
@@ -80,7 +63,7 @@ fn version_names_the_commit() {
             format!("hoard {}\n", env!("CARGO_PKG_VERSION"))
         }
     };
-    assert_eq!(stdout(&["--version"]), expected);
+    assert_eq!(hoard_ok(&["--version"]), expected);
     // The personalities say the same under their own names.
     let dir = tempfile::tempdir().unwrap();
     let mkdwarfs = dir.path().join("mkdwarfs");
@@ -94,7 +77,7 @@ fn version_names_the_commit() {
 fn man_pages_for_every_command_and_personality() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("man/man1");
-    stdout(&["--generate", "man", "--out", out.to_str().unwrap()]);
+    hoard_ok(&["--generate", "man", "--out", out.to_str().unwrap()]);
     let mut pages: Vec<String> = vec!["hoard".into()];
     pages.extend(COMMANDS.iter().map(|c| format!("hoard-{c}")));
     pages.extend(PERSONALITIES.iter().map(|p| p.to_string()));
@@ -150,17 +133,17 @@ fn render(page: &Path, name: &str) {
 
 #[test]
 fn generate_man_needs_a_directory() {
-    let err = failure(&["--generate", "man"]);
+    let err = hoard_fails(&["--generate", "man"]);
     assert!(err.contains("--out DIR"), "{err}");
 }
 
 #[test]
 fn completion_scripts_name_every_command() {
-    let bash = stdout(&["--generate", "complete-bash"]);
+    let bash = hoard_ok(&["--generate", "complete-bash"]);
     assert!(bash.contains("complete -F _hoard"), "{bash}");
-    let zsh = stdout(&["--generate", "complete-zsh"]);
+    let zsh = hoard_ok(&["--generate", "complete-zsh"]);
     assert!(zsh.starts_with("#compdef hoard"), "{zsh}");
-    let fish = stdout(&["--generate", "complete-fish"]);
+    let fish = hoard_ok(&["--generate", "complete-fish"]);
     assert!(fish.contains("complete -c hoard"), "{fish}");
     for script in [&bash, &zsh, &fish] {
         for name in COMMANDS {
@@ -199,7 +182,7 @@ fn bash_completes(script: &Path, line: &str) -> Option<String> {
 fn bash_completes_a_command_name() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("hoard.bash");
-    std::fs::write(&script, stdout(&["--generate", "complete-bash"])).unwrap();
+    std::fs::write(&script, hoard_ok(&["--generate", "complete-bash"])).unwrap();
     if let Some(words) = bash_completes(&script, "hoard ex") {
         assert_eq!(words, "extract");
     }
@@ -215,7 +198,7 @@ fn completions_are_written_for_every_name() {
         ("complete-fish", "{}.fish"),
     ] {
         let dir = out.join(what);
-        stdout(&["--generate", what, "--out", dir.to_str().unwrap()]);
+        hoard_ok(&["--generate", what, "--out", dir.to_str().unwrap()]);
         let mut written: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -268,7 +251,7 @@ fn a_missing_image_is_named() {
         vec!["extract", image, "-o", out_dir],
         vec!["mount", image, dir.path().to_str().unwrap()],
     ] {
-        assert_eq!(failure(&args), expected, "{args:?}");
+        assert_eq!(hoard_fails(&args), expected, "{args:?}");
     }
 }
 
@@ -279,17 +262,17 @@ fn errors_name_the_path_and_the_operation() {
     std::fs::write(&file, b"x").unwrap();
     let under_file = file.join("sub");
     let under_file = under_file.to_str().unwrap();
-    let err = failure(&["mount", file.to_str().unwrap(), under_file]);
+    let err = hoard_fails(&["mount", file.to_str().unwrap(), under_file]);
     assert_eq!(
         err,
         format!("hoard: cannot mount on '{under_file}': Not a directory\n")
     );
-    let err = failure(&["create", "-i", under_file, "-o", "x.dwarfs"]);
+    let err = hoard_fails(&["create", "-i", under_file, "-o", "x.dwarfs"]);
     assert!(
         err.starts_with("hoard: cannot create image: ") && err.contains(under_file),
         "{err}"
     );
-    let err = failure(&["--generate", "man", "--out", under_file]);
+    let err = hoard_fails(&["--generate", "man", "--out", under_file]);
     assert_eq!(
         err,
         format!("hoard: cannot create directory '{under_file}': Not a directory\n")
@@ -302,23 +285,13 @@ fn extract_names_the_output_directory() {
     let src = dir.path().join("src");
     std::fs::create_dir(&src).unwrap();
     std::fs::write(src.join("a"), b"hello").unwrap();
-    let image = dir.path().join("x.dwarfs");
-    let image = image.to_str().unwrap();
-    stdout(&[
-        "create",
-        "-i",
-        src.to_str().unwrap(),
-        "-o",
-        image,
-        "-l",
-        "1",
-        "--no-progress",
-    ]);
+    let image = create_image(&src, &dir.path().join("x.dwarfs"), &["-l", "1"]);
+    let image = s(&image);
     let file = dir.path().join("file");
     std::fs::write(&file, b"x").unwrap();
     let output = file.join("out");
     let output = output.to_str().unwrap();
-    let err = failure(&["extract", image, "-o", output]);
+    let err = hoard_fails(&["extract", image, "-o", output]);
     assert_eq!(
         err,
         format!("hoard: cannot create output directory '{output}': Not a directory\n")
@@ -327,7 +300,7 @@ fn extract_names_the_output_directory() {
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
     std::fs::create_dir(out.join("a")).unwrap();
-    let err = failure(&["extract", image, "-o", out.to_str().unwrap()]);
+    let err = hoard_fails(&["extract", image, "-o", out.to_str().unwrap()]);
     assert_eq!(
         err,
         format!(

@@ -12,6 +12,7 @@ use hoard_reader::{Image, OpenOptions};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -190,47 +191,23 @@ fn edge() -> Option<&'static (tempfile::TempDir, String)> {
     }))
 }
 
+/// `hoard create` with devices and specials and `extra` options.
 fn create(input: &Path, output: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "create",
-        "-i",
-        input.to_str().unwrap(),
-        "-o",
-        output.to_str().unwrap(),
-        "--no-progress",
-        "--with-devices",
-        "--with-specials",
-    ];
-    args.extend_from_slice(extra);
-    run(&args)
+    run(&create_args(input, output, &[WITH_ALL, extra].concat()))
 }
 
-fn assert_ok(out: &std::process::Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what}: exit {:?}\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// [`create`], asserting that it succeeds; returns its standard output.
+fn create_ok(input: &Path, output: &Path, extra: &[&str]) -> String {
+    hoard_ok(&create_args(input, output, &[WITH_ALL, extra].concat()))
 }
+
+/// The options that keep every kind of entry.
+const WITH_ALL: &[&str] = &["--with-devices", "--with-specials"];
 
 /// Extracts `image` and compares the tree with `manifest`.
 fn assert_extracts_to(image: &Path, manifest: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("x");
-    let r = run(&[
-        "extract",
-        image.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_ok(&r, "extract");
-    let diff = manifest_diff(manifest, &manifest_of(&out), Compare::Extracted);
-    assert!(
-        diff.is_empty(),
-        "{}: extracted tree differs:\n{diff}",
-        image.display()
-    );
+    assert_extracts_as(&[s(image)], &dir.path().join("x"), manifest);
 }
 
 #[test]
@@ -239,13 +216,12 @@ fn every_entry_kind_round_trips_through_extract_and_check() {
         return;
     };
     let image = dir.path().join("exact.dwarfs");
-    let r = create(
+    create_ok(
         &dir.path().join("tree"),
         &image,
         &["--time-resolution=ns", "-l", "3", "--keep-all-times"],
     );
-    assert_ok(&r, "create");
-    assert_ok(&run(&["check", "--full", image.to_str().unwrap()]), "check");
+    hoard_ok(&["check", "--full", image.to_str().unwrap()]);
     assert_extracts_to(&image, manifest);
     // The sparse file stays sparse in the image: far less than 1 GiB.
     let m = std::fs::metadata(&image).unwrap();
@@ -269,25 +245,19 @@ fn every_entry_kind_round_trips_through_a_mount() {
         return;
     }
     let image = dir.path().join("mount.dwarfs");
-    assert_ok(
-        &create(
-            &dir.path().join("tree"),
-            &image,
-            &["--time-resolution=ns", "-l", "1"],
-        ),
-        "create",
+    create_ok(
+        &dir.path().join("tree"),
+        &image,
+        &["--time-resolution=ns", "-l", "1"],
     );
     let mnt = tempfile::tempdir().unwrap();
-    assert_ok(
-        &run(&[
-            "mount",
-            image.to_str().unwrap(),
-            mnt.path().to_str().unwrap(),
-        ]),
+    hoard_ok(&[
         "mount",
-    );
+        image.to_str().unwrap(),
+        mnt.path().to_str().unwrap(),
+    ]);
     let seen = manifest_of(mnt.path());
-    assert_ok(&run(&["umount", mnt.path().to_str().unwrap()]), "umount");
+    hoard_ok(&["umount", mnt.path().to_str().unwrap()]);
     let diff = manifest_diff(manifest, &seen, Compare::Mounted);
     assert!(diff.is_empty(), "mounted tree differs:\n{diff}");
 }
@@ -298,7 +268,7 @@ fn default_level_keeps_second_resolution() {
         return;
     };
     let image = dir.path().join("default.dwarfs");
-    assert_ok(&create(&dir.path().join("tree"), &image, &[]), "create");
+    create_ok(&dir.path().join("tree"), &image, &[]);
     let truncated: String = manifest
         .lines()
         .map(|l| {
@@ -326,11 +296,17 @@ fn small_tree(root: &Path) {
     symlink("v3", root.join("latest")).unwrap();
 }
 
-#[test]
-fn every_level_and_codec_round_trips() {
+/// A temporary directory with [`small_tree`] in it as `tree`.
+fn small_tree_in_tempdir() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
     small_tree(&tree);
+    (dir, tree)
+}
+
+#[test]
+fn every_level_and_codec_round_trips() {
+    let (dir, tree) = small_tree_in_tempdir();
     let manifest = manifest_of(&tree);
     let variants: &[&[&str]] = &[
         &["-l", "0"],
@@ -373,8 +349,8 @@ fn every_level_and_codec_round_trips() {
         let image = dir.path().join(format!("v{i}.dwarfs"));
         let mut args = extra.to_vec();
         args.push("--time-resolution=ns");
-        assert_ok(&create(&tree, &image, &args), &format!("create {extra:?}"));
-        assert_ok(&run(&["check", "--full", image.to_str().unwrap()]), "check");
+        create_ok(&tree, &image, &args);
+        hoard_ok(&["check", "--full", image.to_str().unwrap()]);
         assert_extracts_to(&image, &manifest);
     }
 }
@@ -387,19 +363,16 @@ fn metadata_of(image: &Path) -> (Compression, serde_json::Value) {
         .iter()
         .find(|s| s.header.kind == SectionType::METADATA_V2)
         .expect("a metadata section");
-    let info = run(&["info", "--json", image.to_str().unwrap()]);
-    assert_ok(&info, "info");
+    let info = hoard_ok(&["info", "--json", s(image)]);
     (
         section.header.compression,
-        serde_json::from_slice(&info.stdout).unwrap(),
+        serde_json::from_str(&info).unwrap(),
     )
 }
 
 #[test]
 fn default_level_packs_tables_and_compresses_small_metadata_with_lzma() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
-    small_tree(&tree);
+    let (dir, tree) = small_tree_in_tempdir();
     // Enough entries for metadata that compresses.
     for i in 0..2000u32 {
         write(
@@ -409,7 +382,7 @@ fn default_level_packs_tables_and_compresses_small_metadata_with_lzma() {
         );
     }
     let image = dir.path().join("default.dwarfs");
-    assert_ok(&create(&tree, &image, &[]), "create");
+    create_ok(&tree, &image, &[]);
     let (codec, info) = metadata_of(&image);
     assert_eq!(codec, Compression::LZMA);
     let packed = &info["packed"];
@@ -428,7 +401,7 @@ fn default_level_packs_tables_and_compresses_small_metadata_with_lzma() {
     // An explicit codec applies whatever the size; DwarFS's `auto`-like
     // packing is `-P names,symlinks`.
     let zstd = dir.path().join("zstd.dwarfs");
-    let r = create(
+    create_ok(
         &tree,
         &zstd,
         &[
@@ -438,7 +411,6 @@ fn default_level_packs_tables_and_compresses_small_metadata_with_lzma() {
             "names,symlinks",
         ],
     );
-    assert_ok(&r, "create");
     let (codec, info) = metadata_of(&zstd);
     assert_eq!(codec, Compression::ZSTD);
     assert_eq!(info["packed"]["chunk_table"], false, "{info}");
@@ -447,7 +419,7 @@ fn default_level_packs_tables_and_compresses_small_metadata_with_lzma() {
     // Levels 8 and 9 use lzma and levels up to 6 store the metadata as it
     // is, whatever its size.
     let l6 = dir.path().join("l6.dwarfs");
-    assert_ok(&create(&tree, &l6, &["-l", "6"]), "create");
+    create_ok(&tree, &l6, &["-l", "6"]);
     let (codec, _) = metadata_of(&l6);
     assert_eq!(codec, Compression::NONE);
 
@@ -472,13 +444,10 @@ fn default_level_packs_tables_and_compresses_small_metadata_with_lzma() {
 
 #[test]
 fn segmenting_stores_repeated_data_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
-    small_tree(&tree);
+    let (dir, tree) = small_tree_in_tempdir();
     let image = dir.path().join("seg.dwarfs");
-    let r = create(&tree, &image, &["-C", "null", "-W", "10", "--json"]);
-    assert_ok(&r, "create");
-    let summary: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let r = create_ok(&tree, &image, &["-C", "null", "-W", "10", "--json"]);
+    let summary: serde_json::Value = serde_json::from_str(&r).unwrap();
     // Four near-identical 200 kB files: about one is stored.
     assert!(
         summary["stored_bytes"].as_u64().unwrap() < 300_000,
@@ -494,13 +463,10 @@ fn builds_are_reproducible_whatever_the_thread_count() {
     let a = dir.path().join("n1.dwarfs");
     let b = dir.path().join("n2.dwarfs");
     for (image, n) in [(&a, "1"), (&b, "2")] {
-        assert_ok(
-            &create(
-                &tree,
-                image,
-                &["-N", n, "-l", "4", "--no-history", "--no-create-timestamp"],
-            ),
-            "create",
+        create_ok(
+            &tree,
+            image,
+            &["-N", n, "-l", "4", "--no-history", "--no-create-timestamp"],
         );
     }
     assert!(
@@ -511,37 +477,18 @@ fn builds_are_reproducible_whatever_the_thread_count() {
 
 #[test]
 fn source_date_epoch_clamps_every_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
-    small_tree(&tree);
+    let (dir, tree) = small_tree_in_tempdir();
     set_mtime(&tree.join("v1/README"), 2_000_000_000, 0);
     let image = dir.path().join("sde.dwarfs");
-    let r = hoard()
-        .env("SOURCE_DATE_EPOCH", "1700000000")
-        .args([
-            "create",
-            "-i",
-            tree.to_str().unwrap(),
-            "-o",
-            image.to_str().unwrap(),
-        ])
-        .arg("--no-progress")
-        .output()
-        .unwrap();
-    assert_ok(&r, "create");
-    let info = run(&["info", "--json", image.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&info.stdout);
+    output_ok(
+        hoard()
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .args(create_args(&tree, &image, &[])),
+    );
+    let text = hoard_ok(&["info", "--json", s(&image)]);
     assert!(text.contains("1700000000"), "{text}");
     let out = dir.path().join("x");
-    assert_ok(
-        &run(&[
-            "extract",
-            image.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]),
-        "extract",
-    );
+    extract_ok(&[image.to_str().unwrap()], &out);
     for e in walk(&out) {
         let m = std::fs::symlink_metadata(&e).unwrap();
         use std::os::unix::fs::MetadataExt;
@@ -567,6 +514,21 @@ fn leftovers(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// What the process `pid` holds open in `dir`: names relative to `dir`,
+/// and `#… (deleted)` for a file made without one (`O_TMPFILE`).
+fn open_in(pid: u32, dir: &Path) -> Vec<String> {
+    let dir = dir.canonicalize().unwrap();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let name = target.strip_prefix(&dir).ok()?;
+            Some(name.to_string_lossy().into_owned())
+        })
+        .collect()
+}
+
 #[test]
 fn failures_and_interruptions_leave_no_image() {
     let dir = tempfile::tempdir().unwrap();
@@ -583,14 +545,15 @@ fn failures_and_interruptions_leave_no_image() {
         String::from_utf8_lossy(&r.stderr)
     );
     assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
-    // Ctrl-C or SIGTERM while the build is under way (here waiting for
-    // the rest of its archive on standard input, which never comes; a
-    // build busy compressing a large block stops as promptly): exit 128
-    // + the signal, the temporary file and the archive's spool removed.
+    // A build under way, waiting for the rest of its archive on standard
+    // input, which never comes (a build busy compressing a large block
+    // stops as promptly), with its image open but still without a name
+    // and, when the archive is cut inside the file's data, that file
+    // being spooled beside the output.
     write(&dir.path().join("small"), "f", &noise(64 << 10, 1));
     sh(dir.path(), "tar -cf small.tar small");
     let archive = std::fs::read(dir.path().join("small.tar")).unwrap();
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+    let start = |cut: usize| {
         let mut child = hoard()
             .args(["create", "-i", "-", "-o"])
             .arg(out.join("b.dwarfs"))
@@ -599,15 +562,24 @@ fn failures_and_interruptions_leave_no_image() {
             .spawn()
             .unwrap();
         let mut stdin = child.stdin.take().unwrap();
-        std::io::Write::write_all(&mut stdin, &archive[..archive.len() / 2]).unwrap();
+        std::io::Write::write_all(&mut stdin, &archive[..cut]).unwrap();
         let started = std::time::Instant::now();
-        while leftovers(&out).len() < 2 {
-            assert!(started.elapsed().as_secs() < 120, "no temporary file");
+        loop {
+            let open = open_in(child.id(), &out);
+            let unnamed = open.iter().any(|f| f.ends_with(" (deleted)"));
+            let spooled = open.iter().any(|f| f.starts_with(".hoard-spool-"));
+            if unnamed && (spooled || cut < 512) {
+                break;
+            }
+            assert!(started.elapsed().as_secs() < 120, "not started: {open:?}");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+        (child, stdin)
+    };
+    let stop = |child: &mut std::process::Child, signal: i32| {
         unsafe { libc::kill(child.id() as i32, signal) };
         let stopped = std::time::Instant::now();
-        let status = loop {
+        loop {
             if let Some(status) = child.try_wait().unwrap() {
                 break status;
             }
@@ -616,11 +588,40 @@ fn failures_and_interruptions_leave_no_image() {
                 panic!("hoard create still running 120 s after signal {signal}");
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
-        };
-        drop(stdin);
-        assert_eq!(status.code(), Some(128 + signal));
+        }
+    };
+    let half = archive.len() / 2;
+    // Ctrl-C or SIGTERM: exit 128 + the signal, the spool removed.
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let (mut child, _stdin) = start(half);
+        assert_eq!(stop(&mut child, signal).code(), Some(128 + signal));
         assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
     }
+    // SIGKILL, which no process can handle: the image, never named, is
+    // gone with the process.
+    let (mut child, _stdin) = start(100);
+    assert_eq!(
+        stop(&mut child, libc::SIGKILL).signal(),
+        Some(libc::SIGKILL)
+    );
+    assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
+    // Killed while spooling, the build leaves its spool directory (named,
+    // as its files are read by name), and the next build beside it
+    // removes it.
+    let (mut child, _stdin) = start(half);
+    stop(&mut child, libc::SIGKILL);
+    let left = leftovers(&out);
+    assert!(
+        left.len() == 1 && left[0].starts_with(".hoard-spool-"),
+        "{left:?}"
+    );
+    create_ok(
+        dir.path().join("small").as_path(),
+        &out.join("d.dwarfs"),
+        &[],
+    );
+    assert_eq!(leftovers(&out), ["d.dwarfs"]);
+    std::fs::remove_file(out.join("d.dwarfs")).unwrap();
     let tree = dir.path().join("tree");
     for i in 0..8 {
         write(&tree, &format!("f{i}"), &noise(3 << 20, i + 10));
@@ -630,43 +631,26 @@ fn failures_and_interruptions_leave_no_image() {
     let r = create(&tree, &out.join("c.dwarfs"), &["-l", "1"]);
     assert_eq!(r.status.code(), Some(1));
     assert_eq!(std::fs::read(out.join("c.dwarfs")).unwrap(), b"precious");
-    assert_ok(
-        &create(&tree, &out.join("c.dwarfs"), &["-l", "1", "-f"]),
-        "create -f",
-    );
+    create_ok(&tree, &out.join("c.dwarfs"), &["-l", "1", "-f"]);
 }
 
 #[test]
 fn the_image_inside_its_input_is_left_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
-    small_tree(&tree);
+    let (dir, tree) = small_tree_in_tempdir();
     let image = tree.join("self.dwarfs");
-    assert_ok(
-        &create(&tree, &image, &["-l", "1", "--time-resolution=ns"]),
-        "create",
-    );
+    create_ok(&tree, &image, &["-l", "1", "--time-resolution=ns"]);
     // The image (and its temporary file) changed the root's mtime.
     let manifest: String = manifest_of(&tree)
         .lines()
         .filter(|l| !l.contains("\"path\": \".\"") && !l.contains("self.dwarfs"))
         .map(|l| format!("{l}\n"))
         .collect();
-    let listing = run(&["ls", "-R", image.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&listing.stdout);
+    let text = hoard_ok(&["ls", "-R", s(&image)]);
     assert!(!text.contains("self.dwarfs"), "{text}");
     // And no temporary file of ours either.
     assert!(!text.contains(".hoard-"), "{text}");
     let out = dir.path().join("x");
-    assert_ok(
-        &run(&[
-            "extract",
-            image.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]),
-        "extract",
-    );
+    extract_ok(&[image.to_str().unwrap()], &out);
     let got: String = manifest_of(&out)
         .lines()
         .filter(|l| !l.contains("\"path\": \".\""))
@@ -714,9 +698,8 @@ fn unreadable_files_are_skipped_with_exit_code_2() {
         stderr.contains("secret.txt") && stderr.contains("locked"),
         "{stderr}"
     );
-    assert_ok(&run(&["check", "--full", image.to_str().unwrap()]), "check");
-    let listing =
-        String::from_utf8_lossy(&run(&["ls", image.to_str().unwrap()]).stdout).to_string();
+    hoard_ok(&["check", "--full", image.to_str().unwrap()]);
+    let listing = hoard_ok(&["ls", s(&image)]);
     assert!(
         listing.contains("ok.txt") && !listing.contains("secret.txt"),
         "{listing}"
@@ -739,9 +722,8 @@ fn filters_select_entries() {
     let rules = ["-F", "+ keep.o", "-F", "- *.o", "-F", "- /build/"];
     let mut args = rules.to_vec();
     args.push("--remove-empty-dirs");
-    assert_ok(&create(&tree, &image, &args), "create");
-    let listing =
-        String::from_utf8_lossy(&run(&["ls", "-R", image.to_str().unwrap()]).stdout).to_string();
+    create_ok(&tree, &image, &args);
+    let listing = hoard_ok(&["ls", "-R", s(&image)]);
     assert!(
         listing.contains("main.c") && listing.contains("keep.o"),
         "{listing}"
@@ -752,9 +734,7 @@ fn filters_select_entries() {
     );
     let mut debug = rules.to_vec();
     debug.push("--debug-filter");
-    let r = create(&tree, &dir.path().join("none.dwarfs"), &debug);
-    assert_ok(&r, "debug-filter");
-    let text = String::from_utf8_lossy(&r.stdout);
+    let text = create_ok(&tree, &dir.path().join("none.dwarfs"), &debug);
     assert!(
         text.contains("- /src/main.o") && text.contains("+ /src/keep.o"),
         "{text}"
@@ -764,18 +744,12 @@ fn filters_select_entries() {
 
 #[test]
 fn an_input_list_selects_paths() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
-    small_tree(&tree);
+    let (dir, tree) = small_tree_in_tempdir();
     let list = dir.path().join("list");
     std::fs::write(&list, "./v1/lib.bin\nv2/README\n\n").unwrap();
     let image = dir.path().join("l.dwarfs");
-    assert_ok(
-        &create(&tree, &image, &["--input-list", list.to_str().unwrap()]),
-        "create",
-    );
-    let listing =
-        String::from_utf8_lossy(&run(&["ls", "-R", image.to_str().unwrap()]).stdout).to_string();
+    create_ok(&tree, &image, &["--input-list", list.to_str().unwrap()]);
+    let listing = hoard_ok(&["ls", "-R", s(&image)]);
     let mut names: Vec<&str> = listing.lines().collect();
     names.sort();
     assert_eq!(names, ["v1", "v1/lib.bin", "v2", "v2/README"], "{listing}");
@@ -783,18 +757,13 @@ fn an_input_list_selects_paths() {
 
 #[test]
 fn rewrite_recompresses_and_rebuilds_metadata() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
-    small_tree(&tree);
+    let (dir, tree) = small_tree_in_tempdir();
     let manifest = manifest_of(&tree);
     let image = dir.path().join("orig.dwarfs");
-    assert_ok(
-        &create(&tree, &image, &["-l", "1", "--time-resolution=ns"]),
-        "create",
-    );
+    create_ok(&tree, &image, &["-l", "1", "--time-resolution=ns"]);
     // Recompress everything with other codecs.
     let lzma = dir.path().join("lzma.dwarfs");
-    let r = run(&[
+    hoard_ok(&[
         "rewrite",
         image.to_str().unwrap(),
         "-o",
@@ -806,34 +775,21 @@ fn rewrite_recompresses_and_rebuilds_metadata() {
         "--fsync",
         "--no-progress",
     ]);
-    assert_ok(&r, "rewrite");
-    assert_ok(&run(&["check", "--full", lzma.to_str().unwrap()]), "check");
+    hoard_ok(&["check", "--full", lzma.to_str().unwrap()]);
     assert_extracts_to(&lzma, &manifest);
-    let info = String::from_utf8_lossy(&run(&["info", lzma.to_str().unwrap()]).stdout).to_string();
+    let info = hoard_ok(&["info", s(&lzma)]);
     assert!(info.contains("lzma"), "{info}");
     // As mkdwarfs: rebuild the metadata with new owners and permissions.
     let bin = dir.path().join("mkdwarfs");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_hoard"), &bin).unwrap();
     let rebuilt = dir.path().join("rebuilt.dwarfs");
-    let r = Command::new(&bin)
-        .args([
-            "-i",
-            image.to_str().unwrap(),
-            "-o",
-            rebuilt.to_str().unwrap(),
-        ])
-        .args([
-            "--recompress=none",
-            "--rebuild-metadata",
-            "--set-owner",
-            "4321",
-        ])
-        .args(["--chmod", "F0600", "--no-progress"])
-        .output()
-        .unwrap();
-    assert_ok(&r, "mkdwarfs --recompress");
-    let ls = String::from_utf8_lossy(&run(&["ls", "-l", rebuilt.to_str().unwrap(), "v1"]).stdout)
-        .to_string();
+    output_ok(
+        Command::new(&bin)
+            .args(["-i", s(&image), "-o", s(&rebuilt)])
+            .args(["--recompress=none", "--rebuild-metadata"])
+            .args(["--set-owner", "4321", "--chmod", "F0600", "--no-progress"]),
+    );
+    let ls = hoard_ok(&["ls", "-l", s(&rebuilt), "v1"]);
     assert!(ls.contains("-rw-------") && ls.contains("4321"), "{ls}");
 }
 
@@ -878,7 +834,7 @@ fn the_dwarfs_crate_reads_our_images() {
         let image = dir.path().join(format!("{codec}.dwarfs"));
         let mut args = extra.to_vec();
         args.push("--no-sparse-files");
-        assert_ok(&create(&tree, &image, &args), codec);
+        create_ok(&tree, &image, &args);
         let file = std::fs::File::open(&image).unwrap();
         let (index, mut archive) = dwarfs::Archive::new(file)
             .unwrap_or_else(|e| panic!("{codec}: the dwarfs crate refuses the image: {e}"));
@@ -901,7 +857,7 @@ fn a_lone_block_is_cut_for_the_workers_and_reads_back() {
     write(&tree, "b", &b);
     write(&tree, "c", &noise(2 << 20, 23));
     let image = dir.path().join("i.dwarfs");
-    let out = create(
+    create_ok(
         &tree,
         &image,
         &[
@@ -914,27 +870,17 @@ fn a_lone_block_is_cut_for_the_workers_and_reads_back() {
             "--time-resolution=ns",
         ],
     );
-    assert_ok(&out, "create");
-    let info = run(&["info", "--json", image.to_str().unwrap()]);
-    assert_ok(&info, "info");
-    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    let info: serde_json::Value =
+        serde_json::from_str(&hoard_ok(&["info", "--json", s(&image)])).unwrap();
     assert_eq!(info["blocks"], 2, "one block per worker");
     assert_extracts_to(&image, &manifest_of(&tree));
     let Some(bin) = dwarfs_bin() else {
         return;
     };
-    let out = std::process::Command::new(bin.join("dwarfsck"))
-        .args(["-i", image.to_str().unwrap(), "--check-integrity"])
-        .output()
-        .unwrap();
-    assert_ok(&out, "dwarfsck --check-integrity");
+    output_ok(Command::new(bin.join("dwarfsck")).args(["-i", s(&image), "--check-integrity"]));
     let x = dir.path().join("x");
     std::fs::create_dir(&x).unwrap();
-    let out = std::process::Command::new(bin.join("dwarfsextract"))
-        .args(["-i", image.to_str().unwrap(), "-o", x.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_ok(&out, "dwarfsextract");
+    output_ok(Command::new(bin.join("dwarfsextract")).args(["-i", s(&image), "-o", s(&x)]));
     for name in ["a", "b", "c"] {
         assert!(
             std::fs::read(x.join(name)).unwrap() == std::fs::read(tree.join(name)).unwrap(),

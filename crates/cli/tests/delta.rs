@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 struct Delta {
     dir: tempfile::TempDir,
@@ -34,18 +34,6 @@ fn delta() -> Delta {
     }
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stderr(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(!out.status.success(), "{args:?} succeeded");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    err
-}
-
 #[test]
 fn a_delta_layer_is_small_and_its_stack_reads_exactly() {
     let d = delta();
@@ -63,7 +51,7 @@ fn a_delta_layer_is_small_and_its_stack_reads_exactly() {
     );
     assert!(delta * 20 < plain, "delta {delta} bytes, plain {plain}");
 
-    let out = run(&[
+    hoard_ok(&[
         "diff",
         base,
         "--layer",
@@ -72,34 +60,17 @@ fn a_delta_layer_is_small_and_its_stack_reads_exactly() {
         "--ignore",
         "mtime_ns",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let out = run(&["cat", base, "--layer", layer, "sub/added", "f02"]);
+    let cat = hoard_bytes(&["cat", base, "--layer", layer, "sub/added", "f02"]);
     let mut expected = std::fs::read(d.new.join("sub/added")).unwrap();
     expected.extend(std::fs::read(d.new.join("f02")).unwrap());
-    assert!(out.stdout == expected, "cat differs");
+    assert!(cat == expected, "cat differs");
     let extracted = d.dir.path().join("extracted");
-    let out = run(&["extract", base, "--layer", layer, "-o", s(&extracted)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    extract_ok(&[base, "--layer", layer], &extracted);
     assert_same_files(&d.new, &extracted);
 
     if fuse_available() {
         let mnt = d.dir.path().join("mnt");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let out = run(&["mount", base, layer, s(&mnt)]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let _mounted = FuseMount(mnt.clone());
+        let _mounted = mount_ok(&[base, layer], &mnt, &[]);
         assert_same_files(&d.new, &mnt);
     }
 }
@@ -108,7 +79,7 @@ fn a_delta_layer_is_small_and_its_stack_reads_exactly() {
 fn a_delta_layer_reads_only_on_its_base() {
     let d = delta();
     let layer = s(&d.layer);
-    let err = stderr(&["ls", layer]);
+    let err = one_line_error(&["ls", layer]);
     assert!(
         err.contains("'base.dwarfs'") && err.contains("missing"),
         "{err}"
@@ -118,7 +89,7 @@ fn a_delta_layer_reads_only_on_its_base() {
     let other_tree = d.dir.path().join("old");
     std::fs::write(other_tree.join("text"), b"other text\n").unwrap();
     let other = create_image(&other_tree, &d.dir.path().join("other.dwarfs"), &[]);
-    let err = stderr(&["cat", s(&other), "--layer", layer, "f01", "--force-stack"]);
+    let err = one_line_error(&["cat", s(&other), "--layer", layer, "f01", "--force-stack"]);
     assert!(
         err.contains("'base.dwarfs'") && err.contains("another image"),
         "{err}"
@@ -167,15 +138,9 @@ fn a_delta_layer_reads_only_on_its_base() {
     }
     assert!(failed > 0, "the changed block went unnoticed");
     // Alone, `check` verifies what it holds itself.
-    let out = run(&["check", "--full", layer]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    hoard_ok(&["check", "--full", layer]);
     // `info` names it.
-    let out = run(&["info", layer]);
-    let info = String::from_utf8_lossy(&out.stdout);
+    let info = hoard_ok(&["info", layer]);
     assert!(
         info.contains("depends on") && info.contains("base.dwarfs"),
         "{info}"
@@ -187,18 +152,8 @@ fn a_delta_layer_reads_only_on_its_base() {
 fn dwarfs_refuses_a_delta_layer_and_reads_its_flattened_stack() {
     let d = delta();
     let flat = d.dir.path().join("flat.dwarfs");
-    let out = run(&["rewrite", s(&d.base), s(&d.layer), "-o", s(&flat)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = run(&["diff", s(&flat), s(&d.new), "--ignore", "mtime_ns"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    rewrite_image(&[s(&d.base), s(&d.layer)], &flat, &[]);
+    assert_same_tree(&d.new, &flat, "mtime_ns");
     if dwarfs_bin().is_none() {
         return;
     }
@@ -247,34 +202,14 @@ fn a_chain_of_delta_layers_reads_exactly_past_the_depth_limit() {
         assert!(std::fs::metadata(&layer).unwrap().len() < 20_000 + 8_000);
         images.push(layer);
     }
-    let mut stack = vec!["extract", s(&images[0])];
+    let mut stack = vec![s(&images[0])];
     for image in &images[1..] {
         stack.extend(["--layer", s(image)]);
     }
-    let out_dir = dir.path().join("out");
-    stack.extend(["-o", s(&out_dir)]);
-    let out = run(&stack);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out_dir = extract_ok(&stack, &dir.path().join("out"));
     assert_same_files(&tree, &out_dir);
     // Folded into a new base.
-    let folded = dir.path().join("folded.dwarfs");
-    let mut rewrite = vec!["rewrite"];
-    rewrite.extend(images.iter().map(|p| s(p)));
-    rewrite.extend(["-o", s(&folded)]);
-    let out = run(&rewrite);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = run(&["diff", s(&folded), s(&tree), "--ignore", "mtime_ns"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let all: Vec<&str> = images.iter().map(|p| s(p)).collect();
+    let folded = rewrite_image(&all, &dir.path().join("folded.dwarfs"), &[]);
+    assert_same_tree(&tree, &folded, "mtime_ns");
 }

@@ -469,8 +469,10 @@ fn ready() -> bool {
     dwarfs_bin().is_some() && fuse_available()
 }
 
-#[test]
-fn dwarfs_tools_read_every_image_hoard_writes() {
+/// Runs `test` on every case (the source, the case and a temporary
+/// directory of its own), and fails listing every case it failed on;
+/// skipped without DwarFS's tools or FUSE.
+fn on_every_case(test: impl Fn(&Source, &Case, &Path) -> Result<(), String> + Sync) {
     if !ready() {
         return;
     }
@@ -478,33 +480,27 @@ fn dwarfs_tools_read_every_image_hoard_writes() {
     let failures = run_all(
         &cases(&src),
         |c| c.name.clone(),
-        |case| {
-            let work = tempfile::tempdir().unwrap();
-            let image = work.path().join("hoard.dwarfs");
-            hoard_create(&src, &image, &case.options)?;
-            dwarfs_reads(&image, &src, work.path(), 1)
-        },
+        |case| test(&src, case, tempfile::tempdir().unwrap().path()),
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
+fn dwarfs_tools_read_every_image_hoard_writes() {
+    on_every_case(|src, case, work| {
+        let image = work.join("hoard.dwarfs");
+        hoard_create(src, &image, &case.options)?;
+        dwarfs_reads(&image, src, work, 1)
+    });
+}
+
+#[test]
 fn hoard_reads_every_image_mkdwarfs_writes() {
-    if !ready() {
-        return;
-    }
-    let src = source();
-    let failures = run_all(
-        &cases(&src),
-        |c| c.name.clone(),
-        |case| {
-            let work = tempfile::tempdir().unwrap();
-            let image = work.path().join("dwarfs.dwarfs");
-            mkdwarfs(&src, &image, &case.options)?;
-            hoard_reads(&image, &src, work.path())
-        },
-    );
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    on_every_case(|src, case, work| {
+        let image = work.join("dwarfs.dwarfs");
+        mkdwarfs(src, &image, &case.options)?;
+        hoard_reads(&image, src, work)
+    });
 }
 
 /// `hoard rewrite` appends its entry to the history, of a hoard image and

@@ -8,18 +8,12 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Unmounts on drop.
-struct Mounted(PathBuf);
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = run(&["umount", self.0.to_str().unwrap()]);
-    }
-}
+/// A mount of `--each`, unmounted on drop.
+struct Mounted(FuseMount);
 
 impl Mounted {
     fn driver_pid(&self) -> u32 {
-        let pid = xattr::get(&self.0, "user.dwarfs.driver.pid")
+        let pid = xattr::get(&self.0 .0, "user.dwarfs.driver.pid")
             .unwrap()
             .unwrap();
         String::from_utf8(pid).unwrap().parse().unwrap()
@@ -68,17 +62,9 @@ fn images(dir: &Path, count: usize) -> Vec<u8> {
 }
 
 fn mount_each(what: &[&Path], mnt: &Path, options: &str) -> Mounted {
-    std::fs::create_dir_all(mnt).unwrap();
-    let mut args = vec!["mount", "--each", "-o", options];
-    args.extend(what.iter().map(|p| p.to_str().unwrap()));
-    args.push(mnt.to_str().unwrap());
-    let out = run(&args);
-    assert!(
-        out.status.success(),
-        "mount --each: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Mounted(mnt.to_path_buf())
+    let mut args = vec!["--each"];
+    args.extend(what.iter().map(|p| s(p)));
+    Mounted(mount_ok(&args, mnt, &["-o", options]))
 }
 
 /// Waits (generously) until `done` holds.
@@ -95,10 +81,9 @@ fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn a_thousand_images_mount_lazily_in_one_bounded_process() {
-    if !fuse_available() {
+    let Some(dir) = fuse_tempdir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let data = images(dir.path(), 1000);
     let images = dir.path().join("images");
     let mnt = dir.path().join("mnt");
@@ -140,10 +125,9 @@ fn a_thousand_images_mount_lazily_in_one_bounded_process() {
 
 #[test]
 fn a_thousand_images_named_one_by_one_at_long_paths_mount() {
-    if !fuse_available() {
+    let Some(dir) = fuse_tempdir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let data = images(dir.path(), 1);
     let images = dir.path().join("images");
     let first = images.join("img0000.dwarfs");
@@ -170,10 +154,9 @@ fn a_thousand_images_named_one_by_one_at_long_paths_mount() {
 
 #[test]
 fn idle_images_are_closed_and_reopened() {
-    if !fuse_available() {
+    let Some(dir) = fuse_tempdir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let data = images(dir.path(), 3);
     let images = dir.path().join("images");
     let paths: Vec<PathBuf> = (0..3)
@@ -195,10 +178,9 @@ fn idle_images_are_closed_and_reopened() {
 
 #[test]
 fn a_watched_directory_shows_images_as_they_come_and_go() {
-    if !fuse_available() {
+    let Some(dir) = fuse_tempdir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     images(dir.path(), 2);
     let images = dir.path().join("images");
     let mnt = dir.path().join("mnt");
@@ -225,13 +207,6 @@ fn two_images_of_one_name_are_refused() {
     std::fs::copy(&one, &other).unwrap();
     let mnt = dir.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    let out = run(&[
-        "mount",
-        "--each",
-        one.to_str().unwrap(),
-        other.to_str().unwrap(),
-        mnt.to_str().unwrap(),
-    ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("two images named 'img0000'"));
+    let err = hoard_fails(&["mount", "--each", s(&one), s(&other), s(&mnt)]);
+    assert!(err.contains("two images named 'img0000'"), "{err}");
 }

@@ -69,12 +69,11 @@ fn change(root: &Path) {
     if is_root() {
         std::os::unix::fs::chown(root.join("chown_me"), Some(1234), Some(5678)).unwrap();
     }
-    let out = Command::new("touch")
-        .args(["-d", "@1000000000"])
-        .arg(root.join("touch_me"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    output_ok(
+        Command::new("touch")
+            .args(["-d", "@1000000000"])
+            .arg(root.join("touch_me")),
+    );
     std::fs::remove_file(root.join("delete_me")).unwrap();
     std::fs::remove_dir_all(root.join("gone")).unwrap();
     std::fs::remove_dir_all(root.join("again")).unwrap();
@@ -84,22 +83,6 @@ fn change(root: &Path) {
     std::fs::remove_dir_all(root.join("d2f")).unwrap();
     write(&root.join("d2f"), b"now a file");
     std::fs::hard_link(root.join("link_target"), root.join("keep/hard_link")).unwrap();
-}
-
-fn mount(images: &[&Path], mnt: &Path, extra: &[&str]) -> Mounted {
-    std::fs::create_dir_all(mnt).unwrap();
-    let mut args = vec!["mount".to_string()];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args.extend(images.iter().map(|p| p.to_str().unwrap().to_string()));
-    args.push(mnt.to_str().unwrap().to_string());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = run(&args);
-    assert!(
-        out.status.success(),
-        "hoard {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Mounted(mnt.to_path_buf())
 }
 
 /// Stacks `upper` on `lower` with the kernel's overlayfs; None (said on
@@ -134,6 +117,31 @@ struct Layered {
     new: PathBuf,
 }
 
+impl Layered {
+    /// Asserts that `hoard diff` of the base with the layer on it finds
+    /// the new tree.
+    fn assert_diff_finds_the_new_tree(&self) {
+        let (base, layer, new) = (s(&self.base), s(&self.layer), s(&self.new));
+        hoard_ok(&["diff", base, "--layer", layer, new, "--ignore", "mtime_ns"]);
+    }
+
+    /// Asserts that the base and layer mounted as one stack, and mounted
+    /// apart and stacked by the kernel's overlayfs (with more `options`,
+    /// `opt,`), are the new tree; returns the guard of the first, still
+    /// mounted at `union`.
+    fn assert_mounts_stack(&self, options: &str) -> FuseMount {
+        let at = |name: &str| self.dir.path().join(name);
+        let (base, layer) = (s(&self.base), s(&self.layer));
+        let union = assert_mounts_as(&[base, layer], &at("union"), &self.new, "mtime_ns");
+        let _lower = mount_ok(&[base], &at("lower"), &[]);
+        let _upper = mount_ok(&[layer], &at("upper"), &[]);
+        if let Some(_kernel) = overlay_with(&at("lower"), &at("upper"), &at("kernel"), options) {
+            assert_same_tree(&self.new, &at("kernel"), "mtime_ns");
+        }
+        union
+    }
+}
+
 /// A base tree and image, the changed tree, and its layer made with
 /// `extra` options.
 fn layered(extra: &[&str]) -> Layered {
@@ -146,13 +154,7 @@ fn layered_with(extra: &[&str], more: impl Fn(&Path)) -> Layered {
     let (old, new) = (dir.path().join("old"), dir.path().join("new"));
     base_tree(&old);
     let base = create_image(&old, &dir.path().join("base.dwarfs"), &[]);
-    let out = Command::new("cp")
-        .arg("-a")
-        .arg(&old)
-        .arg(&new)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    copy_tree(&old, &new);
     change(&new);
     more(&new);
     let mut args = vec!["--base", base.to_str().unwrap()];
@@ -178,8 +180,7 @@ fn a_layer_holds_only_the_changes_and_stacks_to_the_new_tree() {
         "layer of {layer_size} bytes for a base of {base_size}"
     );
     // Deletions are whiteouts, unchanged files are not in the layer.
-    let listing = run(&["ls", "-l", "-R", l.layer.to_str().unwrap()]);
-    let listing = String::from_utf8_lossy(&listing.stdout);
+    let listing = hoard_ok(&["ls", "-l", "-R", s(&l.layer)]);
     for whiteout in ["delete_me", "gone", "again/old1", "again/old2"] {
         let line = listing
             .lines()
@@ -190,23 +191,9 @@ fn a_layer_holds_only_the_changes_and_stacks_to_the_new_tree() {
     assert!(!listing.contains("bulk"), "{listing}");
 
     // The tools read the stack: diff, ls, cat, extract.
-    let (base, layer) = (l.base.to_str().unwrap(), l.layer.to_str().unwrap());
-    let out = run(&[
-        "diff",
-        base,
-        "--layer",
-        layer,
-        l.new.to_str().unwrap(),
-        "--ignore",
-        "mtime_ns",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let out = run(&["ls", base, "--layer", layer]);
-    let names = String::from_utf8_lossy(&out.stdout);
+    l.assert_diff_finds_the_new_tree();
+    let (base, layer) = (s(&l.base), s(&l.layer));
+    let names = hoard_ok(&["ls", base, "--layer", layer]);
     assert!(
         names.contains("new_file") && !names.contains("delete_me"),
         "{names}"
@@ -221,58 +208,25 @@ fn a_layer_holds_only_the_changes_and_stacks_to_the_new_tree() {
     ]);
     assert_eq!(out.stdout, b"changed contentssmall\n");
     let stacked = l.dir.path().join("stacked");
-    let out = run(&[
-        "extract",
-        base,
-        "--layer",
-        layer,
-        "-o",
-        stacked.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    extract_ok(&[base, "--layer", layer], &stacked);
     assert_eq!(same_to_the_second(&l.new, &stacked), "");
 
     // Flattened: one image, extracted exactly.
     let flat = l.dir.path().join("flat.dwarfs");
-    let out = run(&[
+    hoard_ok(&[
         "rewrite",
         l.base.to_str().unwrap(),
         l.layer.to_str().unwrap(),
         "-o",
         flat.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(same_to_the_second(&l.new, &flat), "");
-    let extracted = l.dir.path().join("extracted");
-    let out = run(&[
-        "extract",
-        flat.to_str().unwrap(),
-        "-o",
-        extracted.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let d = manifest_diff(
-        &manifest_of(&flat),
-        &manifest_of(&extracted),
-        Compare::Extracted,
-    );
-    assert!(d.is_empty(), "extracted flat image:\n{d}");
+    let flat_manifest = manifest_of(&flat);
+    assert_extracts_as(&[s(&flat)], &l.dir.path().join("extracted"), &flat_manifest);
     // Flattened reusing the layers' blocks: smaller than base and layer,
     // the same tree, and DwarFS reads it.
     let reused = l.dir.path().join("reused.dwarfs");
-    let out = run(&[
+    hoard_ok(&[
         "rewrite",
         base,
         layer,
@@ -281,66 +235,27 @@ fn a_layer_holds_only_the_changes_and_stacks_to_the_new_tree() {
         "--recompress",
         "metadata",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(same_to_the_second(&l.new, &reused), "");
     assert!(
         std::fs::metadata(&reused).unwrap().len() < base_size + layer_size,
         "reused blocks"
     );
     let again = l.dir.path().join("reused-extracted");
-    let out = run(&[
-        "extract",
-        reused.to_str().unwrap(),
-        "-o",
-        again.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let d = manifest_diff(
-        &manifest_of(&flat),
-        &manifest_of(&again),
-        Compare::Extracted,
-    );
-    assert!(d.is_empty(), "extracted image of reused blocks:\n{d}");
+    assert_extracts_as(&[s(&reused)], &again, &flat_manifest);
     if dwarfs_bin().is_some() {
         let dwarfs_out = l.dir.path().join("dwarfs-extracted");
         dwarfs_check_and_extract(&reused, &dwarfs_out);
         // dwarfsextract leaves its target directory's time alone.
-        let out = Command::new("touch")
-            .arg("-r")
-            .arg(&l.new)
-            .arg(&dwarfs_out)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
+        output_ok(Command::new("touch").arg("-r").arg(&l.new).arg(&dwarfs_out));
         assert_eq!(same_to_the_second(&l.new, &dwarfs_out), "");
     } else {
         skipped("DwarFS 0.15.3 tools missing: flattened image not read by DwarFS");
     }
 
-    if !fuse_available() {
-        return;
-    }
-    // One hoard mount of the stack.
-    let union = l.dir.path().join("union");
-    let _union = mount(&[&l.base, &l.layer], &union, &[]);
-    assert_eq!(same_to_the_second(&l.new, &union), "");
-    let content = std::fs::read(union.join("keep/hard_link")).unwrap();
-    assert_eq!(content, std::fs::read(l.new.join("link_target")).unwrap());
-
-    // Separate hoard mounts stacked by the kernel.
-    let (lower, upper) = (l.dir.path().join("lower"), l.dir.path().join("upper"));
-    let _lower = mount(&[&l.base], &lower, &[]);
-    let _upper = mount(&[&l.layer], &upper, &[]);
-    if let Some(_kernel) = overlay(&lower, &upper, &l.dir.path().join("kernel")) {
-        assert_eq!(same_to_the_second(&l.new, &l.dir.path().join("kernel")), "");
+    if fuse_available() {
+        let union = l.assert_mounts_stack("");
+        let content = std::fs::read(union.0.join("keep/hard_link")).unwrap();
+        assert_eq!(content, std::fs::read(l.new.join("link_target")).unwrap());
     }
 }
 
@@ -358,12 +273,7 @@ fn layers_mounted_by_dwarfs_stack_with_the_kernel_overlayfs() {
     for (image, name) in [(&l.base, "lower"), (&l.layer, "upper")] {
         let mnt = l.dir.path().join(name);
         std::fs::create_dir_all(&mnt).unwrap();
-        let out = tool("dwarfs").arg(image).arg(&mnt).output().unwrap();
-        assert!(
-            out.status.success(),
-            "dwarfs: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        output_ok(tool("dwarfs").arg(image).arg(&mnt));
         mounts.push(Mounted(mnt));
     }
     let kernel = l.dir.path().join("kernel");
@@ -375,25 +285,15 @@ fn layers_mounted_by_dwarfs_stack_with_the_kernel_overlayfs() {
 #[test]
 fn opaque_directories_hide_what_lies_below() {
     let l = layered(&["--opaque-dirs"]);
-    let listing = run(&["ls", "-l", "-R", l.layer.to_str().unwrap()]);
-    let listing = String::from_utf8_lossy(&listing.stdout);
+    let listing = hoard_ok(&["ls", "-l", "-R", s(&l.layer)]);
     assert!(!listing.contains("old1"), "{listing}");
     let again = listing
         .lines()
         .find(|line| line.ends_with(" again"))
         .unwrap();
     assert!(again.starts_with("drwxr-xr-x@"), "{again}");
-    if !fuse_available() {
-        return;
-    }
-    let union = l.dir.path().join("union");
-    let _union = mount(&[&l.base, &l.layer], &union, &[]);
-    assert_eq!(same_to_the_second(&l.new, &union), "");
-    let (lower, upper) = (l.dir.path().join("lower"), l.dir.path().join("upper"));
-    let _lower = mount(&[&l.base], &lower, &[]);
-    let _upper = mount(&[&l.layer], &upper, &[]);
-    if let Some(_kernel) = overlay(&lower, &upper, &l.dir.path().join("kernel")) {
-        assert_eq!(same_to_the_second(&l.new, &l.dir.path().join("kernel")), "");
+    if fuse_available() {
+        l.assert_mounts_stack("");
     }
 }
 
@@ -405,12 +305,11 @@ fn retouch(root: &Path) {
         std::fs::Permissions::from_mode(0o600),
     )
     .unwrap();
-    let out = Command::new("touch")
-        .args(["-d", "@1500000000"])
-        .arg(root.join("keep/bulk4"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    output_ok(
+        Command::new("touch")
+            .args(["-d", "@1500000000"])
+            .arg(root.join("keep/bulk4")),
+    );
 }
 
 #[test]
@@ -425,56 +324,26 @@ fn metacopy_layers_store_changed_attributes_alone() {
         size + (24 << 10) < whole_size,
         "{size} against {whole_size} bytes"
     );
-    let listing = run(&["ls", "-l", "-R", l.layer.to_str().unwrap()]);
-    let listing = String::from_utf8_lossy(&listing.stdout);
+    let listing = hoard_ok(&["ls", "-l", "-R", s(&l.layer)]);
     let bulk3 = listing
         .lines()
         .find(|l| l.ends_with(" keep/bulk3"))
         .unwrap();
     assert!(bulk3.starts_with("-rw-------@"), "{bulk3}");
-    let (base, layer) = (l.base.to_str().unwrap(), l.layer.to_str().unwrap());
-    let out = run(&[
-        "diff",
-        base,
-        "--layer",
-        layer,
-        l.new.to_str().unwrap(),
-        "--ignore",
-        "mtime_ns",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    l.assert_diff_finds_the_new_tree();
+    let (base, layer) = (s(&l.base), s(&l.layer));
     let flat = l.dir.path().join("flat.dwarfs");
-    let out = run(&["rewrite", base, layer, "-o", flat.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    hoard_ok(&["rewrite", base, layer, "-o", flat.to_str().unwrap()]);
     assert_eq!(same_to_the_second(&l.new, &flat), "");
-    if !fuse_available() {
-        return;
-    }
-    let union = l.dir.path().join("union");
-    let _union = mount(&[&l.base, &l.layer], &union, &[]);
-    assert_eq!(same_to_the_second(&l.new, &union), "");
-    let (lower, upper) = (l.dir.path().join("lower"), l.dir.path().join("upper"));
-    let _lower = mount(&[&l.base], &lower, &[]);
-    let _upper = mount(&[&l.layer], &upper, &[]);
-    let kernel = l.dir.path().join("kernel");
-    if let Some(_kernel) = overlay_with(&lower, &upper, &kernel, "metacopy=on,") {
-        assert_eq!(same_to_the_second(&l.new, &kernel), "");
+    if fuse_available() {
+        l.assert_mounts_stack("metacopy=on,");
     }
 }
 
 #[test]
 fn trusting_mtimes_skips_reading_unchanged_files() {
     let l = layered(&["--trust-mtime"]);
-    let listing = run(&["ls", "-R", l.layer.to_str().unwrap()]);
-    let listing = String::from_utf8_lossy(&listing.stdout);
+    let listing = hoard_ok(&["ls", "-R", s(&l.layer)]);
     assert!(!listing.contains("bulk"), "{listing}");
     assert!(listing.contains("change_me"), "{listing}");
 }
@@ -485,18 +354,16 @@ fn bad_stacks_fail_with_one_line() {
     let tree = dir.path().join("t");
     write(&tree.join("f"), b"f");
     let missing = dir.path().join("missing.dwarfs");
-    let out = run(&[
+    let err = hoard_fails(&[
         "create",
         "-i",
-        tree.to_str().unwrap(),
+        s(&tree),
         "-o",
-        dir.path().join("l.dwarfs").to_str().unwrap(),
+        s(&dir.path().join("l.dwarfs")),
         "--base",
-        missing.to_str().unwrap(),
+        s(&missing),
         "--no-progress",
     ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("missing.dwarfs") && err.trim().lines().count() == 1,
         "{err}"
@@ -504,28 +371,15 @@ fn bad_stacks_fail_with_one_line() {
 
     let image = create_image(&tree, &dir.path().join("i.dwarfs"), &[]);
     let flat = dir.path().join("flat.dwarfs");
-    let out = run(&[
-        "rewrite",
-        image.to_str().unwrap(),
-        missing.to_str().unwrap(),
-        "-o",
-        flat.to_str().unwrap(),
-    ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.dwarfs"));
+    let err = hoard_fails(&["rewrite", s(&image), s(&missing), "-o", s(&flat)]);
+    assert!(err.contains("missing.dwarfs"), "{err}");
     assert!(!flat.exists());
 
     if fuse_available() {
         let mnt = dir.path().join("mnt");
         std::fs::create_dir_all(&mnt).unwrap();
-        let out = run(&[
-            "mount",
-            image.to_str().unwrap(),
-            missing.to_str().unwrap(),
-            mnt.to_str().unwrap(),
-        ]);
-        assert!(!out.status.success());
-        assert!(String::from_utf8_lossy(&out.stderr).contains("missing.dwarfs"));
+        let err = hoard_fails(&["mount", s(&image), s(&missing), s(&mnt)]);
+        assert!(err.contains("missing.dwarfs"), "{err}");
     }
 }
 
@@ -550,26 +404,18 @@ fn a_layer_stacks_only_on_its_base() {
         for l in &layers {
             args.extend(["--layer", l]);
         }
-        let out = run(&args);
-        assert!(!out.status.success(), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = hoard_fails(&args);
         assert!(
             err.contains("cannot stack") && err.contains("layer.dwarfs"),
             "{err}"
         );
         args.push("--force-stack");
-        assert!(run(&args).status.success(), "{args:?} --force-stack");
+        hoard_ok(&args);
     }
     // A layer alone is an ordinary image; a layer on a layer records both.
-    assert!(run(&["ls", layer]).status.success());
+    hoard_ok(&["ls", layer]);
     let newer = dir.join("newer");
-    let out = Command::new("cp")
-        .arg("-a")
-        .arg(&l.new)
-        .arg(&newer)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    copy_tree(&l.new, &newer);
     write(&newer.join("newer_file"), b"newer");
     let top = create_image(
         &newer,
@@ -577,7 +423,7 @@ fn a_layer_stacks_only_on_its_base() {
         &["--base", base, "--base", layer],
     );
     let top = top.to_str().unwrap();
-    let out = run(&[
+    hoard_ok(&[
         "diff",
         base,
         "--layer",
@@ -588,21 +434,9 @@ fn a_layer_stacks_only_on_its_base() {
         "--ignore",
         "mtime_ns",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
     let out = run(&["ls", base, "--layer", top]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("top.dwarfs"));
-    let out = run(&[
-        "rewrite",
-        base,
-        top,
-        "-o",
-        dir.join("flat.dwarfs").to_str().unwrap(),
-    ]);
-    assert!(!out.status.success());
+    hoard_fails(&["rewrite", base, top, "-o", s(&dir.join("flat.dwarfs"))]);
 }
 
 #[test]
@@ -622,11 +456,5 @@ fn five_hundred_layers_stack() {
     cat.extend(args.iter().cloned());
     cat.push("shared/file".into());
     let cat: Vec<&str> = cat.iter().map(String::as_str).collect();
-    let out = run(&cat);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.stdout, b"file");
+    assert_eq!(hoard_ok(&cat), "file");
 }

@@ -32,10 +32,9 @@ fn part_tree(root: &Path, n: u64, shared: &[u8]) {
     std::os::unix::fs::symlink("f1", root.join(format!("d{n}/f1.sym"))).unwrap();
 }
 
-fn merge(args: &[&str]) -> std::process::Output {
-    let mut all = vec!["merge", "--no-progress"];
-    all.extend_from_slice(args);
-    run(&all)
+/// The arguments of `hoard merge ARGS…` without progress.
+fn merge_args<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    [&["merge", "--no-progress"], args].concat()
 }
 
 fn size(path: &Path) -> u64 {
@@ -90,12 +89,7 @@ fn three_parts_merge_into_their_union() {
     let merged = p.dir.path().join("merged.dwarfs");
     let mut args = paths(&p.images);
     args.extend(["-o", merged.to_str().unwrap()]);
-    let out = merge(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    hoard_ok(&merge_args(&args));
     assert_eq!(same_to_the_second(&p.expected, &merged), "");
 
     // The shared file is stored once: its blocks in the later parts are
@@ -114,12 +108,7 @@ fn three_parts_merge_into_their_union() {
     let mut args = paths(&p.images);
     args.extend(["-o", copied.to_str().unwrap(), "--no-dedupe"]);
     args.extend(["--header", header.to_str().unwrap()]);
-    let out = merge(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    hoard_ok(&merge_args(&args));
     assert!(std::fs::read(&copied)
         .unwrap()
         .starts_with(b"#!/bin/sh\nexit 0\n"));
@@ -132,15 +121,7 @@ fn three_parts_merge_into_their_union() {
 
     if fuse_available() {
         let mnt = p.dir.path().join("mnt");
-        std::fs::create_dir(&mnt).unwrap();
-        let out = run(&["mount", merged.to_str().unwrap(), mnt.to_str().unwrap()]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mounted = FuseMount(mnt.clone());
-        assert_eq!(same_to_the_second(&p.expected, &mnt), "");
+        let mounted = assert_mounts_as(&[s(&merged)], &mnt, &p.expected, "mtime_ns");
         drop(mounted);
     }
     if dwarfs_bin().is_some() {
@@ -160,7 +141,7 @@ fn named_parts_and_unions() {
         unreachable!()
     };
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
-    let out = merge(&[
+    hoard_ok(&merge_args(&[
         a,
         b,
         "--as",
@@ -169,12 +150,7 @@ fn named_parts_and_unions() {
         "y",
         "-o",
         renamed.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]));
     sh(
         p.dir.path(),
         "mkdir renamed && cp -a p1 renamed/x && cp -a p2 renamed/y \
@@ -188,10 +164,7 @@ fn named_parts_and_unions() {
     // Both parts hold shared.bin: a union of them is refused, naming it,
     // and leaves no image.
     let union = p.dir.path().join("union.dwarfs");
-    let out = merge(&["--union", a, b, "-o", union.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = one_line_error(&merge_args(&["--union", a, b, "-o", s(&union)]));
     assert!(err.contains("'shared.bin' is in more than one"), "{err}");
     assert!(!union.exists());
 
@@ -211,23 +184,27 @@ fn named_parts_and_unions() {
         &p.dir.path().join("u2.dwarfs"),
         &[],
     );
-    let out = merge(&[
+    hoard_ok(&merge_args(&[
         "--union",
         u1.to_str().unwrap(),
         u2.to_str().unwrap(),
         "-o",
         union.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]));
     assert_eq!(same_to_the_second(&p.dir.path().join("u"), &union), "");
 
     // Two parts under one name.
-    let out = merge(&[a, b, "--as", "x", "--as", "x", "-o", "never.dwarfs"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("two images go under 'x'"));
+    let err = hoard_fails(&merge_args(&[
+        a,
+        b,
+        "--as",
+        "x",
+        "--as",
+        "x",
+        "-o",
+        "never.dwarfs",
+    ]));
+    assert!(err.contains("two images go under 'x'"), "{err}");
 }
 
 #[test]
@@ -240,20 +217,13 @@ fn different_block_sizes_merge_only_recompressed() {
     args.push(other.to_str().unwrap());
     args.extend(["--as", "p1", "--as", "p2", "--as", "p3"]);
     args.extend(["-o", out_path.to_str().unwrap()]);
-    let out = merge(&args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = hoard_fails(&merge_args(&args));
     assert!(
         err.contains("has blocks of 65536 bytes") && err.contains("--recompress"),
         "{err}"
     );
     assert!(!out_path.exists());
     args.push("--recompress");
-    let out = merge(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    hoard_ok(&merge_args(&args));
     assert_eq!(same_to_the_second(&p.expected, &out_path), "");
 }

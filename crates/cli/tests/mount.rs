@@ -19,40 +19,25 @@ fn mount_and_compare(group: &str) {
     if !fuse_available() {
         return;
     }
-    let images = images_with_manifest(group);
-    let mut failures = Vec::new();
-    for (image, manifest) in &images {
-        let name = image.file_name().unwrap().to_string_lossy().to_string();
+    on_every_image(group, |image, expected| {
         let dir = tempfile::tempdir().unwrap();
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        let out = run(&["mount", image.to_str().unwrap(), mnt.to_str().unwrap()]);
+        let out = run(&["mount", s(image), s(&mnt)]);
         if !out.status.success() {
-            failures.push(format!(
-                "{name}: mount failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-            continue;
+            let err = String::from_utf8_lossy(&out.stderr);
+            return vec![format!("mount failed: {err}")];
         }
         let guard = MountGuard(&mnt);
-        let expected = std::fs::read_to_string(manifest).unwrap();
-        let diff = manifest_diff(&expected, &manifest_of(&mnt), Compare::Mounted);
-        if !diff.is_empty() {
-            failures.push(format!(
-                "{name}: mounted tree differs from manifest:\n{diff}"
-            ));
-        }
+        let diff = manifest_diff(expected, &manifest_of(&mnt), Compare::Mounted);
         drop(guard);
         let left = std::fs::read_dir(&mnt).unwrap().count();
-        assert_eq!(left, 0, "{name}: still mounted after umount");
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} images failed:\n{}",
-        failures.len(),
-        images.len(),
-        failures.join("\n")
-    );
+        assert_eq!(left, 0, "{}: still mounted after umount", image.display());
+        match diff.is_empty() {
+            true => vec![],
+            false => vec![format!("mounted tree differs from manifest:\n{diff}")],
+        }
+    });
 }
 
 #[test]
@@ -72,42 +57,30 @@ fn misc_images_mount_exactly() {
 
 #[test]
 fn bad_image_fails_before_detaching() {
-    if !fuse_available() {
+    let Some(dir) = fuse_tempdir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let image = image("misc", "future-features.dwarfs").unwrap();
-    let out = run(&["mount", image.to_str().unwrap(), mnt.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let err = one_line_error(&["mount", s(&image), s(&mnt)]);
     assert!(err.contains("this-feature-will-never-exist"), "{err}");
     let missing = dir.path().join("missing");
     let image = common::image("compat", "compat-v0.9.10.dwarfs").unwrap();
-    let out = run(&["mount", image.to_str().unwrap(), missing.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("missing"));
+    let err = hoard_fails(&["mount", s(&image), s(&missing)]);
+    assert!(err.contains("missing"), "{err}");
 }
 
 #[test]
 fn busy_mount_point_is_refused() {
-    if !fuse_available() {
+    let Some(dir) = fuse_tempdir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let image = image("compat", "compat-v0.9.10.dwarfs").unwrap();
-    let first = run(&["mount", image.to_str().unwrap(), mnt.to_str().unwrap()]);
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    hoard_ok(&["mount", image.to_str().unwrap(), mnt.to_str().unwrap()]);
     let _guard = MountGuard(&mnt);
-    let second = run(&["mount", image.to_str().unwrap(), mnt.to_str().unwrap()]);
-    assert_eq!(second.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&second.stderr).contains("already a mount point"));
+    let err = hoard_fails(&["mount", s(&image), s(&mnt)]);
+    assert!(err.contains("already a mount point"), "{err}");
 }

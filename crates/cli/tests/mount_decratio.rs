@@ -8,30 +8,10 @@ use common::*;
 use hoard_reader::{Extent, Filesystem, FsOptions};
 use std::path::{Path, PathBuf};
 
-/// Unmounts on drop, so a failing assertion leaves no mount behind.
-struct MountGuard<'a>(&'a Path);
-
-impl Drop for MountGuard<'_> {
-    fn drop(&mut self) {
-        let _ = run(&["umount", self.0.to_str().unwrap()]);
-    }
-}
-
 /// Text-like bytes that zstd shrinks but does not trivialise.
 fn contents(seed: u32, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            if i % 512 < 300 {
-                b"sphinx of black quartz, judge my vow "[i % 37]
-            } else {
-                (x % 64) as u8
-            }
-        })
-        .collect()
+    let phrase = b"sphinx of black quartz, judge my vow ";
+    hoard_testdata::text_like(len, seed | 1, phrase, (300, 512), 64)
 }
 
 /// A tree with a few large files and many small ones, packed with zstd in
@@ -61,28 +41,14 @@ fn packed_tree(dir: &Path) -> (PathBuf, PathBuf) {
 
 #[test]
 fn a_mount_with_decratio_shows_the_tree() {
-    if !fuse_available() {
+    let Some(dir) = fuse_tempdir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let (tree, image) = packed_tree(dir.path());
     for ratio in ["0.5", "0", "1"] {
         let mnt = dir.path().join(format!("mnt-{ratio}"));
-        std::fs::create_dir(&mnt).unwrap();
         let options = format!("decratio={ratio},cachesize=8m");
-        let out = run(&[
-            "mount",
-            image.to_str().unwrap(),
-            mnt.to_str().unwrap(),
-            "-o",
-            &options,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let guard = MountGuard(&mnt);
+        let guard = mount_ok(&[s(&image)], &mnt, &["-o", &options]);
         // A read near the start of a big file first, then everything.
         let mut start = [0u8; 100];
         use std::io::Read;
@@ -91,11 +57,7 @@ fn a_mount_with_decratio_shows_the_tree() {
             .read_exact(&mut start)
             .unwrap();
         assert_eq!(start[..], contents(2, 100)[..]);
-        let diff = manifest_diff(&manifest_of(&tree), &manifest_of(&mnt), Compare::Mounted);
-        assert!(
-            diff.is_empty(),
-            "decratio={ratio}: mounted tree differs:\n{diff}"
-        );
+        assert_same_manifest(&manifest_of(&tree), &manifest_of(&mnt), Compare::Mounted);
         drop(guard);
         assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0, "still mounted");
     }
@@ -150,15 +112,13 @@ fn a_bad_decratio_is_refused() {
         ("-0.25", "not between 0.0 and 1.0"),
         ("lots", "invalid number"),
     ] {
-        let out = run(&[
+        let err = hoard_fails(&[
             "mount",
-            image.to_str().unwrap(),
-            mnt.to_str().unwrap(),
+            s(&image),
+            s(&mnt),
             "-o",
             &format!("decratio={ratio}"),
         ]);
-        assert_eq!(out.status.code(), Some(1), "decratio={ratio}");
-        let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("decratio") && err.contains(says), "{err}");
     }
 }

@@ -7,14 +7,17 @@
 mod common;
 
 use common::*;
+use hoard_testdata::Rng;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// A mount that is undone on drop.
+/// A mount in a directory of its own, both undone on drop.
 struct Mount {
+    // Declared first, dropped first: unmounted, then removed.
+    _mounted: FuseMount,
     _dir: tempfile::TempDir,
     path: PathBuf,
 }
@@ -23,31 +26,17 @@ impl Mount {
     fn new(image: &Path, options: &str) -> Mount {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("mnt");
-        std::fs::create_dir(&path).unwrap();
-        let out = run(&[
-            "mount",
-            image.to_str().unwrap(),
-            path.to_str().unwrap(),
-            "-o",
-            options,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Mount { _dir: dir, path }
+        let _mounted = mount_ok(&[s(image)], &path, &["-o", options]);
+        Mount {
+            _mounted,
+            _dir: dir,
+            path,
+        }
     }
 
     fn driver_pid(&self) -> u32 {
         let pid = xattr(&self.path, "user.dwarfs.driver.pid").unwrap();
         String::from_utf8(pid).unwrap().parse().unwrap()
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = run(&["umount", self.path.to_str().unwrap()]);
     }
 }
 
@@ -72,18 +61,6 @@ fn vm_kib(pid: u32, field: &str) -> u64 {
         .unwrap()
         .parse()
         .unwrap()
-}
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
-    }
 }
 
 /// Reads all of `f` (of `size` bytes) in random pieces: sizes from 1 byte
@@ -129,11 +106,10 @@ fn contents(i: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn sixteen_readers_get_every_byte_within_bounded_memory() {
-    if !fuse_available() {
-        return;
-    }
     // 48 MiB in 1 MiB blocks, read through a 8 MiB cache.
-    let dir = tempfile::tempdir().unwrap();
+    let Some(dir) = fuse_tempdir() else {
+        return;
+    };
     let tree = dir.path().join("tree");
     let mut files = Vec::new();
     for i in 0..1200u64 {
@@ -265,10 +241,7 @@ fn perfmon_reports_latencies() {
         live.contains("fuse.lookup") && live.contains("reader.read"),
         "{live}"
     );
-    assert_eq!(
-        run(&["umount", mnt.to_str().unwrap()]).status.code(),
-        Some(0)
-    );
+    hoard_ok(&["umount", s(&mnt)]);
     let out = child.wait_with_output().unwrap();
     let report = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -279,10 +252,9 @@ fn perfmon_reports_latencies() {
 
 #[test]
 fn tidying_releases_unused_blocks() {
-    if !fuse_available() {
+    let Some(dir) = fuse_tempdir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let tree = dir.path().join("tree");
     std::fs::create_dir(&tree).unwrap();
     for i in 0..24u64 {
@@ -334,8 +306,7 @@ fn an_image_inside_a_larger_file_mounts_with_offset_and_imagesize() {
     bytes.extend_from_slice(&[0xaa; 10_000]);
     std::fs::write(&embedded, &bytes).unwrap();
     let mount = Mount::new(&embedded, &format!("offset=4096,imagesize={}", image.len()));
-    let diff = manifest_diff(&manifest, &manifest_of(&mount.path), Compare::Mounted);
-    assert!(diff.is_empty(), "{diff}");
+    assert_same_manifest(&manifest, &manifest_of(&mount.path), Compare::Mounted);
 }
 
 /// The request counts of the `fuse.*` operations named in `ops`, in a
@@ -427,14 +398,13 @@ fn names_and_kinds(dir: &Path, prefix: &str, out: &mut Vec<(String, bool)>) {
 
 #[test]
 fn lean_and_full_listings_show_the_tree_and_a_names_walk_looks_up_no_file() {
-    if !fuse_available() {
-        return;
-    }
     // Directories listed in full at first (few files, or many
     // subdirectories) and lean ones (many files): a walk for names alone
     // sees every entry and makes no lookup of a file; stat after it sees
     // every attribute.
-    let dir = tempfile::tempdir().unwrap();
+    let Some(dir) = fuse_tempdir() else {
+        return;
+    };
     let tree = dir.path().join("tree");
     for d in ["small/a", "small/b", "many", "dirs"] {
         std::fs::create_dir_all(tree.join(d)).unwrap();
@@ -471,8 +441,7 @@ fn lean_and_full_listings_show_the_tree_and_a_names_walk_looks_up_no_file() {
         lookups.iter().all(|&(_, n)| n < dirs / 2),
         "lookups of {dirs} directories: {report}"
     );
-    let diff = manifest_diff(&manifest_of(&tree), &manifest_of(&m.path), Compare::Mounted);
-    assert!(diff.is_empty(), "{diff}");
+    assert_same_manifest(&manifest_of(&tree), &manifest_of(&m.path), Compare::Mounted);
 }
 
 #[test]
@@ -484,8 +453,7 @@ fn repeated_walks_are_served_by_the_kernel_and_writes_refused() {
     let expected = std::fs::read_to_string(image.with_extension("manifest")).unwrap();
     let m = Mount::new(&image, "perfmon=fuse");
     let first = manifest_of(&m.path);
-    let diff = manifest_diff(&expected, &first, Compare::Mounted);
-    assert!(diff.is_empty(), "{diff}");
+    assert_same_manifest(&expected, &first, Compare::Mounted);
     let missing = m.path.join("audio/no-such-file");
     let not_found = |p: &Path| std::fs::metadata(p).unwrap_err().kind();
     assert_eq!(not_found(&missing), std::io::ErrorKind::NotFound);

@@ -53,16 +53,6 @@ fn fixture() -> Fixture {
     Fixture { dir, tree, image }
 }
 
-fn ok(out: &std::process::Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what}: exit {:?}\n{}{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// `hoard check --json` of `image`: its exit code and report.
 fn check(image: &Path) -> (i32, Value) {
     let out = run(&["check", "--json", image.to_str().unwrap()]);
@@ -197,22 +187,15 @@ fn damage_within_the_budget_is_reported_read_through_and_repaired() {
             "{name}: no damaged ranges: {report}"
         );
         let out_dir = fx.dir.path().join(format!("{name}-x"));
-        let x = run(&[
-            "extract",
-            image.to_str().unwrap(),
-            "-o",
-            out_dir.to_str().unwrap(),
-        ]);
-        ok(&x, &format!("{name}: extract"));
+        extract_ok(&[image.to_str().unwrap()], &out_dir);
         assert_same_files(&fx.tree, &out_dir, name);
         let repaired = fx.dir.path().join(format!("{name}-repaired.dwarfs"));
-        let r = run(&[
+        hoard_ok(&[
             "repair",
             image.to_str().unwrap(),
             "-o",
             repaired.to_str().unwrap(),
         ]);
-        ok(&r, &format!("{name}: repair"));
         assert!(
             std::fs::read(&repaired).unwrap() == original,
             "{name}: repair did not restore the original bytes"
@@ -230,14 +213,10 @@ fn repair_in_place_replaces_the_image_only_when_it_verifies() {
         let at = b.len() / 2;
         b[at..at + 100_000].fill(0xEE);
     });
-    ok(
-        &run(&["repair", image.to_str().unwrap()]),
-        "repair in place",
-    );
+    hoard_ok(&["repair", image.to_str().unwrap()]);
     assert!(std::fs::read(&image).unwrap() == original);
-    let again = run(&["repair", image.to_str().unwrap()]);
-    ok(&again, "repair of a sound image");
-    assert!(String::from_utf8_lossy(&again.stdout).contains("no damage found"));
+    let again = hoard_ok(&["repair", s(&image)]);
+    assert!(again.contains("no damage found"), "{again}");
     let leftovers: Vec<_> = std::fs::read_dir(fx.dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
@@ -302,17 +281,7 @@ fn rewrite_adds_and_drops_recovery_data() {
     let fx = fixture();
     let plain = fx.dir.path().join("plain.dwarfs");
     let with = fx.dir.path().join("with.dwarfs");
-    let img = fx.image.to_str().unwrap();
-    ok(
-        &run(&[
-            "rewrite",
-            img,
-            "-o",
-            plain.to_str().unwrap(),
-            "--no-progress",
-        ]),
-        "rewrite",
-    );
+    rewrite_image(&[s(&fx.image)], &plain, &[]);
     assert_eq!(check(&plain).1.get("recovery"), None, "recovery dropped");
     let args = [
         "rewrite",
@@ -320,10 +289,7 @@ fn rewrite_adds_and_drops_recovery_data() {
         "-o",
         with.to_str().unwrap(),
     ];
-    ok(
-        &run(&[&args[..], &["--recovery", "8", "--no-progress"]].concat()),
-        "rewrite --recovery",
-    );
+    hoard_ok(&[&args[..], &["--recovery", "8", "--no-progress"]].concat());
     let (code, report) = check(&with);
     assert_eq!((code, &report["recovery"]["percent"]), (0, &Value::from(8)));
     for (image, percent) in [(&with, Value::from(8)), (&plain, Value::Null)] {
@@ -339,15 +305,6 @@ fn rewrite_adds_and_drops_recovery_data() {
     assert!(!bad.status.success());
 }
 
-/// Unmounts on drop, so a failing assertion leaves no mount behind.
-struct MountGuard<'a>(&'a Path, &'a str);
-
-impl Drop for MountGuard<'_> {
-    fn drop(&mut self) {
-        let _ = Command::new(self.1).arg("-u").arg(self.0).output();
-    }
-}
-
 #[test]
 fn a_mount_of_a_damaged_image_reads_every_file() {
     if !fuse_available() {
@@ -357,10 +314,7 @@ fn a_mount_of_a_damaged_image_reads_every_file() {
     let fx = fixture();
     for (name, image) in repairable_cases(&fx) {
         let mnt = fx.dir.path().join(format!("{name}-mnt"));
-        std::fs::create_dir(&mnt).unwrap();
-        let out = run(&["mount", image.to_str().unwrap(), mnt.to_str().unwrap()]);
-        ok(&out, &format!("{name}: mount"));
-        let _guard = MountGuard(&mnt, "fusermount3");
+        let _mounted = mount_ok(&[s(&image)], &mnt, &[]);
         assert_same_files(&fx.tree, &mnt, &format!("{name} (mounted)"));
     }
 }
@@ -388,16 +342,8 @@ fn dwarfs_reads_images_with_recovery_data() {
         return;
     };
     let img = fx.image.to_str().unwrap();
-    let out = Command::new(bin.join("dwarfsck"))
-        .args(["-i", img, "--check-integrity"])
-        .output()
-        .unwrap();
-    ok(&out, "dwarfsck --check-integrity");
-    let out = Command::new(bin.join("dwarfsck"))
-        .args(["-i", img, "-d", "3"])
-        .output()
-        .unwrap();
-    ok(&out, "dwarfsck -d3");
+    output_ok(Command::new(bin.join("dwarfsck")).args(["-i", img, "--check-integrity"]));
+    let out = output_ok(Command::new(bin.join("dwarfsck")).args(["-i", img, "-d", "3"]));
     let listing = String::from_utf8_lossy(&out.stdout);
     assert!(listing.contains("type=unknown (18514)"), "{listing}");
     // DwarFS finds no index at the end of the file, so it walks the
@@ -405,11 +351,7 @@ fn dwarfs_reads_images_with_recovery_data() {
     assert!(listing.contains("type=SECTION_INDEX"), "{listing}");
     let x = fx.dir.path().join("dwarfs-x");
     std::fs::create_dir(&x).unwrap();
-    let out = Command::new(bin.join("dwarfsextract"))
-        .args(["-i", img, "-o", x.to_str().unwrap()])
-        .output()
-        .unwrap();
-    ok(&out, "dwarfsextract");
+    output_ok(Command::new(bin.join("dwarfsextract")).args(["-i", img, "-o", x.to_str().unwrap()]));
     assert_same_files(&fx.tree, &x, "dwarfsextract");
     if !fuse_available() {
         skipped("FUSE is not available for the dwarfs mount");
@@ -417,12 +359,8 @@ fn dwarfs_reads_images_with_recovery_data() {
     }
     let mnt = fx.dir.path().join("dwarfs-mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let out = Command::new(bin.join("dwarfs"))
-        .args([img, mnt.to_str().unwrap()])
-        .output()
-        .unwrap();
-    ok(&out, "dwarfs mount");
-    let _guard = MountGuard(&mnt, "fusermount3");
+    output_ok(Command::new(bin.join("dwarfs")).args([img, mnt.to_str().unwrap()]));
+    let _mounted = FuseMount(mnt.clone());
     assert_same_files(&fx.tree, &mnt, "dwarfs mount");
 }
 
@@ -430,17 +368,7 @@ fn dwarfs_reads_images_with_recovery_data() {
 fn without_recovery_data_a_full_check_names_the_lost_files_and_extract_saves_the_rest() {
     let fx = fixture();
     let plain = fx.dir.path().join("plain.dwarfs");
-    let img = fx.image.to_str().unwrap();
-    ok(
-        &run(&[
-            "rewrite",
-            img,
-            "-o",
-            plain.to_str().unwrap(),
-            "--no-progress",
-        ]),
-        "rewrite",
-    );
+    rewrite_image(&[s(&fx.image)], &plain, &[]);
     // Block 3's payload and block 1's header: the section index still
     // places every block, so only these two are lost.
     let block = section(&plain, "BLOCK", 3);

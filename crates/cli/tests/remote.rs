@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{create_image, fuse_available, hoard, manifest_diff, manifest_of, noise, Compare};
+use common::*;
 use hoard_format::section::SectionType;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -109,6 +109,13 @@ fn remote_hoard(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// [`remote_hoard`], asserting that it succeeds; returns its standard
+/// output as text.
+fn remote_ok(args: &[&str]) -> String {
+    let out = output_ok(hoard().env("HOARD_REMOTE", REMOTE).args(args));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A test tree of about 2.5 MiB of incompressible files (so blocks stay
 /// 64 KiB), with a directory, a symlink, a hard link and an empty file.
 fn test_tree(root: &Path) {
@@ -148,15 +155,6 @@ impl Fixture {
     }
 }
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 fn python_ok() -> bool {
     let ok = Command::new("python3")
         .arg("--version")
@@ -168,33 +166,33 @@ fn python_ok() -> bool {
     ok
 }
 
+/// The fixture and a server of its image; `None` without python3 (or,
+/// when the test `mounts`, without FUSE), said so.
+fn served(mounts: bool) -> Option<(Fixture, RangeServer)> {
+    if !python_ok() || (mounts && !fuse_available()) {
+        return None;
+    }
+    let fx = Fixture::new();
+    let server = RangeServer::start(&fx.image).expect("range server starts");
+    Some((fx, server))
+}
+
 /// `ls -R`, `cat`, `extract`, `check --full`, `info` and `manifest` over
 /// the URL give what they give over the file.
 fn commands_match_local(url: &str, fx: &Fixture) {
     let local = fx.image.to_str().unwrap();
-    let ls = |image: &str| ok(&remote_hoard(&["ls", "-R", image]));
+    let ls = |image: &str| remote_ok(&["ls", "-R", image]);
     assert_eq!(ls(url), ls(local));
-    let cat = |image: &str| ok(&remote_hoard(&["cat", image, "sub/deeper/small", "f05"]));
+    let cat = |image: &str| remote_ok(&["cat", image, "sub/deeper/small", "f05"]);
     assert_eq!(cat(url), cat(local));
-    ok(&remote_hoard(&["check", "--full", url]));
+    remote_ok(&["check", "--full", url]);
     let expected = manifest_of(&fx.image);
-    assert_eq!(
-        manifest_diff(&expected, &manifest_of_url(url), Compare::Mounted),
-        ""
-    );
+    assert_same_manifest(&expected, &manifest_of_url(url), Compare::Mounted);
     let out = fx.path("extracted");
     let _ = std::fs::remove_dir_all(&out);
-    ok(&remote_hoard(&[
-        "extract",
-        url,
-        "-o",
-        out.to_str().unwrap(),
-    ]));
-    assert_eq!(
-        manifest_diff(&expected, &manifest_of(&out), Compare::Extracted),
-        ""
-    );
-    let info = ok(&remote_hoard(&["info", "--verbose", "--json", url]));
+    remote_ok(&["extract", url, "-o", out.to_str().unwrap()]);
+    assert_same_manifest(&expected, &manifest_of(&out), Compare::Extracted);
+    let info = remote_ok(&["info", "--verbose", "--json", url]);
     let info: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert!(info["remote"]["requests"].as_u64().unwrap() >= 1, "{info}");
     assert!(
@@ -204,16 +202,14 @@ fn commands_match_local(url: &str, fx: &Fixture) {
 }
 
 fn manifest_of_url(url: &str) -> String {
-    ok(&remote_hoard(&["manifest", url]))
+    remote_ok(&["manifest", url])
 }
 
 #[test]
 fn http_commands_equal_local_results() {
-    if !python_ok() {
+    let Some((fx, server)) = served(false) else {
         return;
-    }
-    let fx = Fixture::new();
-    let server = RangeServer::start(&fx.image).expect("range server starts");
+    };
     commands_match_local(&server.url(), &fx);
 }
 
@@ -236,14 +232,14 @@ fn a_stack_with_a_delta_layer_reads_over_http() {
     );
     let into = dir.path().join("extracted");
     let (base, layer) = (base.url(), layer.url());
-    ok(&remote_hoard(&[
+    remote_ok(&[
         "extract",
         &base,
         "--layer",
         &layer,
         "-o",
         into.to_str().unwrap(),
-    ]));
+    ]);
     common::assert_same_files(&new, &into);
 }
 
@@ -253,10 +249,7 @@ fn opening_takes_a_few_requests_whatever_the_number_of_blocks() {
         return;
     }
     let fx = Fixture::new();
-    let blocks = ok(&hoard()
-        .args(["info", "--json", fx.image.to_str().unwrap()])
-        .output()
-        .unwrap());
+    let blocks = hoard_ok(&["info", "--json", fx.image.to_str().unwrap()]);
     let blocks: serde_json::Value = serde_json::from_str(&blocks).unwrap();
     let blocks = blocks["blocks"].as_u64().unwrap();
     assert!(blocks >= 20, "the image has {blocks} blocks");
@@ -264,7 +257,7 @@ fn opening_takes_a_few_requests_whatever_the_number_of_blocks() {
     let url = server.url();
     // Opening and listing reads no block: the block headers wait for
     // their blocks.
-    let listing = ok(&remote_hoard(&["ls", "-R", &url]));
+    let listing = remote_ok(&["ls", "-R", &url]);
     assert!(listing.contains("sub/deeper/small"), "{listing}");
     let requests = server.stats()["requests"].as_u64().unwrap();
     assert!(
@@ -273,7 +266,7 @@ fn opening_takes_a_few_requests_whatever_the_number_of_blocks() {
     );
     // Reading one small file fetches its block, header and all, at once.
     server.control("/__reset");
-    let small = ok(&remote_hoard(&["cat", &url, "sub/deeper/small"]));
+    let small = remote_ok(&["cat", &url, "sub/deeper/small"]);
     assert_eq!(small, "hello remote\n");
     let requests = server.stats()["requests"].as_u64().unwrap();
     assert!(
@@ -281,12 +274,9 @@ fn opening_takes_a_few_requests_whatever_the_number_of_blocks() {
         "{requests} requests to open and read one block"
     );
     // What needs every header still has them: check and info.
-    ok(&remote_hoard(&["check", "--full", &url]));
-    let info = ok(&remote_hoard(&["info", "--json", &url]));
-    let local = ok(&hoard()
-        .args(["info", "--json", fx.image.to_str().unwrap()])
-        .output()
-        .unwrap());
+    remote_ok(&["check", "--full", &url]);
+    let info = remote_ok(&["info", "--json", &url]);
+    let local = hoard_ok(&["info", "--json", fx.image.to_str().unwrap()]);
     let strip = |text: &str| {
         let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
         v.as_object_mut().unwrap().remove("remote");
@@ -298,14 +288,11 @@ fn opening_takes_a_few_requests_whatever_the_number_of_blocks() {
 
 /// Mounts `url` with extra `-o` options; the guard unmounts.
 fn mount(url: &str, mnt: &Path, extra: &str) -> common::FuseMount {
-    std::fs::create_dir_all(mnt).unwrap();
-    let options = format!("{REMOTE},perfmon=fuse{extra}");
-    let out = hoard()
-        .args(["mount", url, mnt.to_str().unwrap(), "-o", &options])
-        .output()
-        .unwrap();
-    ok(&out);
-    common::FuseMount(mnt.to_path_buf())
+    mount_ok(
+        &[url],
+        mnt,
+        &["-o", &format!("{REMOTE},perfmon=fuse{extra}")],
+    )
 }
 
 /// The "remote:" line of a mount's perfmon report.
@@ -324,11 +311,9 @@ fn perfmon_remote(mnt: &Path) -> String {
 
 #[test]
 fn http_mount_reads_the_tree_fetching_each_block_once() {
-    if !python_ok() || !fuse_available() {
+    let Some((fx, server)) = served(true) else {
         return;
-    }
-    let fx = Fixture::new();
-    let server = RangeServer::start(&fx.image).expect("range server starts");
+    };
     let cache = fx.path("cache");
     let cache_opt = format!(",remote_cache={}", cache.display());
     let expected = manifest_of(&fx.image);
@@ -346,8 +331,7 @@ fn http_mount_reads_the_tree_fetching_each_block_once() {
         let bytes = server.stats()["bytes"].as_u64().unwrap();
         assert!(bytes <= 3 * BLOCK + 4096, "a 4k read fetched {bytes} bytes");
         // The whole tree, read, equals the local image's.
-        let diff = manifest_diff(&expected, &manifest_of(&mnt), Compare::Mounted);
-        assert_eq!(diff, "", "mounted remote tree differs");
+        assert_same_manifest(&expected, &manifest_of(&mnt), Compare::Mounted);
         let remote = perfmon_remote(&mnt);
         assert!(remote.contains("requests"), "perfmon: {remote:?}");
     }
@@ -369,8 +353,7 @@ fn http_mount_reads_the_tree_fetching_each_block_once() {
     {
         let mnt = fx.path("mnt2");
         let _m = mount(&server.url(), &mnt, &cache_opt);
-        let diff = manifest_diff(&expected, &manifest_of(&mnt), Compare::Mounted);
-        assert_eq!(diff, "", "second mount differs");
+        assert_same_manifest(&expected, &manifest_of(&mnt), Compare::Mounted);
     }
     let stats = server.stats();
     assert_eq!(stats["bytes"], 0, "the second mount fetched: {stats}");
@@ -378,19 +361,16 @@ fn http_mount_reads_the_tree_fetching_each_block_once() {
 
 #[test]
 fn full_cold_read_fetches_at_most_1_1x_the_image() {
-    if !python_ok() || !fuse_available() {
+    let Some((fx, server)) = served(true) else {
         return;
-    }
-    let fx = Fixture::new();
-    let server = RangeServer::start(&fx.image).expect("range server starts");
+    };
     let mnt = fx.path("mnt");
     let m = mount(&server.url(), &mnt, "");
-    let diff = manifest_diff(
+    assert_same_manifest(
         &manifest_of(&fx.image),
         &manifest_of(&mnt),
         Compare::Mounted,
     );
-    assert_eq!(diff, "");
     drop(m);
     let bytes = server.stats()["bytes"].as_u64().unwrap();
     assert!(
@@ -402,34 +382,21 @@ fn full_cold_read_fetches_at_most_1_1x_the_image() {
 
 #[test]
 fn retried_faults_give_correct_results() {
-    if !python_ok() {
+    let Some((fx, server)) = served(false) else {
         return;
-    }
-    let fx = Fixture::new();
-    let server = RangeServer::start(&fx.image).expect("range server starts");
+    };
     let expected = manifest_of(&fx.image);
     // Every 5th request dropped.
     server.set("drop_every=5");
-    assert_eq!(
-        manifest_diff(&expected, &manifest_of_url(&server.url()), Compare::Mounted),
-        ""
-    );
+    assert_same_manifest(&expected, &manifest_of_url(&server.url()), Compare::Mounted);
     // 503 twice, then answers.
     server.set("drop_every=0&fail_503=2");
-    let info = ok(&remote_hoard(&["info", "-v", "-j", &server.url()]));
+    let info = remote_ok(&["info", "-v", "-j", &server.url()]);
     let info: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(info["remote"]["failures"], 2, "{info}");
     let out = fx.path("x");
-    ok(&remote_hoard(&[
-        "extract",
-        &server.url(),
-        "-o",
-        out.to_str().unwrap(),
-    ]));
-    assert_eq!(
-        manifest_diff(&expected, &manifest_of(&out), Compare::Extracted),
-        ""
-    );
+    remote_ok(&["extract", &server.url(), "-o", out.to_str().unwrap()]);
+    assert_same_manifest(&expected, &manifest_of(&out), Compare::Extracted);
 }
 
 /// Each file through `hoard cat` over the URL: exactly right, or a failure
@@ -462,11 +429,9 @@ fn cat_each(url: &str, fx: &Fixture) -> (usize, usize) {
 
 #[test]
 fn corrupted_bytes_are_never_served() {
-    if !python_ok() {
+    let Some((fx, server)) = served(false) else {
         return;
-    }
-    let fx = Fixture::new();
-    let server = RangeServer::start(&fx.image).expect("range server starts");
+    };
     server.set(&format!("corrupt_at={}", fx.size() / 3));
     let (good, failed) = cat_each(&server.url(), &fx);
     assert!(failed >= 1, "no read hit the corrupted byte");
@@ -485,15 +450,15 @@ fn a_signed_image_tampered_on_the_server_or_in_the_cache_is_refused() {
     }
     let fx = Fixture::new();
     let key = fx.path("k");
-    ok(&remote_hoard(&["keygen", "-o", key.to_str().unwrap()]));
+    remote_ok(&["keygen", "-o", key.to_str().unwrap()]);
     let public = fx.path("k.pub");
     let public = public.to_str().unwrap();
-    ok(&remote_hoard(&[
+    remote_ok(&[
         "sign",
         fx.image.to_str().unwrap(),
         "--key",
         fx.path("k.key").to_str().unwrap(),
-    ]));
+    ]);
     // A block changed with its header hashes made to match: its files
     // fail, the others read right; changed metadata fails the open.
     let block = 3;
@@ -585,11 +550,9 @@ fn a_signed_image_tampered_on_the_server_or_in_the_cache_is_refused() {
 
 #[test]
 fn a_server_away_or_stopping_mid_answer_fails_cleanly_and_recovers() {
-    if !python_ok() || !fuse_available() {
+    let Some((fx, server)) = served(true) else {
         return;
-    }
-    let fx = Fixture::new();
-    let server = RangeServer::start(&fx.image).expect("range server starts");
+    };
     let mnt = fx.path("mnt");
     let _m = mount(&server.url(), &mnt, ",remote_readahead=0");
     let read = |name: &str| std::fs::read(mnt.join(name));
@@ -733,6 +696,15 @@ impl Moto {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// Runs the Python `code` (boto3 calls on this server; `file`, if
+    /// given, is its `sys.argv[1]`), asserting that it succeeds; returns
+    /// its standard output.
+    fn boto(&self, code: &str, file: Option<&Path>) -> String {
+        let mut python = Command::new("python3");
+        python.args(["-c", code]).args(file).envs(S3_ENV);
+        String::from_utf8_lossy(&output_ok(&mut python).stdout).into_owned()
+    }
+
     /// The keys in `bucket` (sorted, on one line), and whether any
     /// multipart upload is pending there.
     fn contents(&self, bucket: &str) -> String {
@@ -745,12 +717,7 @@ impl Moto {
              print('uploads pending' if pending else 'no uploads pending')\n",
             self.endpoint()
         );
-        let out = Command::new("python3")
-            .args(["-c", &code])
-            .envs(S3_ENV)
-            .output()
-            .unwrap();
-        ok(&out)
+        self.boto(&code, None)
     }
 
     /// Deletes s3://bucket/key.
@@ -760,12 +727,7 @@ impl Moto {
              boto3.client('s3',endpoint_url='{}').delete_object(Bucket='{bucket}',Key='{key}')\n",
             self.endpoint()
         );
-        let out = Command::new("python3")
-            .args(["-c", &code])
-            .envs(S3_ENV)
-            .output()
-            .unwrap();
-        ok(&out);
+        self.boto(&code, None);
     }
 
     /// Puts `file` at s3://bucket/key.
@@ -777,13 +739,7 @@ impl Moto {
              s3.upload_file(sys.argv[1],'{bucket}','{key}')\n",
             self.endpoint()
         );
-        let out = Command::new("python3")
-            .args(["-c", &code])
-            .arg(file)
-            .envs(S3_ENV)
-            .output()
-            .unwrap();
-        ok(&out);
+        self.boto(&code, Some(file));
     }
 }
 
@@ -795,13 +751,7 @@ impl Moto {
              boto3.client('s3',endpoint_url='{}').download_file('{bucket}','{key}',sys.argv[1])\n",
             self.endpoint()
         );
-        let out = Command::new("python3")
-            .args(["-c", &code])
-            .arg(file)
-            .envs(S3_ENV)
-            .output()
-            .unwrap();
-        ok(&out);
+        self.boto(&code, Some(file));
     }
 
     /// Waits (2 minutes at most) until `bucket` has an upload pending.
@@ -829,12 +779,11 @@ fn s3_commands_and_mount_equal_local_results() {
     if fuse_available() {
         let mnt = fx.path("mnt");
         let _m = mount(url, &mnt, "");
-        let diff = manifest_diff(
+        assert_same_manifest(
             &manifest_of(&fx.image),
             &manifest_of(&mnt),
             Compare::Mounted,
         );
-        assert_eq!(diff, "", "mounted S3 tree differs");
     }
     let out = remote_hoard(&["ls", "s3://images/missing.dwarfs"]);
     assert!(!out.status.success());
@@ -922,36 +871,39 @@ fn upload_tree(moto: &Moto, root: &Path, bucket: &str, prefix: &str) {
          \x20       s3.put_object(Bucket='{bucket}', Key=key, Body=body, Metadata=extra)\n",
         moto.endpoint()
     );
-    let out = Command::new("python3")
-        .args(["-c", &code])
-        .arg(root)
-        .envs(S3_ENV)
-        .output()
-        .unwrap();
-    ok(&out);
+    moto.boto(&code, Some(root));
 }
 
-/// `s3_hoard` with `TMPDIR` set to `tmp`, for uploads.
-fn s3_hoard_in(moto: &Moto, tmp: &Path, args: &[&str]) -> Output {
-    hoard()
-        .env("HOARD_REMOTE", UPLOAD_REMOTE)
+/// A `hoard` command with the moto server's endpoint, test credentials
+/// and `remote` options.
+fn s3_command(moto: &Moto, remote: &str) -> Command {
+    let mut command = hoard();
+    command
+        .env("HOARD_REMOTE", remote)
         .env("AWS_ENDPOINT_URL", moto.endpoint())
-        .env("TMPDIR", tmp)
-        .envs(S3_ENV)
-        .args(args)
-        .output()
-        .unwrap()
+        .envs(S3_ENV);
+    command
 }
 
-/// `hoard` with the moto server's endpoint and test credentials.
+/// `hoard ARGS` with the moto server's endpoint and test credentials.
 fn s3_hoard(moto: &Moto, args: &[&str]) -> Output {
-    hoard()
-        .env("HOARD_REMOTE", REMOTE)
-        .env("AWS_ENDPOINT_URL", moto.endpoint())
-        .envs(S3_ENV)
-        .args(args)
-        .output()
-        .unwrap()
+    s3_command(moto, REMOTE).args(args).output().unwrap()
+}
+
+/// [`s3_hoard`], asserting that it succeeds; returns its standard output
+/// as text.
+fn s3_ok(moto: &Moto, args: &[&str]) -> String {
+    let out = output_ok(s3_command(moto, REMOTE).args(args));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// [`s3_ok`] with upload options and `TMPDIR` set to `tmp`.
+fn s3_upload_ok(moto: &Moto, tmp: &Path, args: &[&str]) {
+    output_ok(
+        s3_command(moto, UPLOAD_REMOTE)
+            .env("TMPDIR", tmp)
+            .args(args),
+    );
 }
 
 #[test]
@@ -979,7 +931,7 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
     upload_tree(&moto, &tree, "data", "trees/one");
 
     let image = dir.path().join("objects.dwarfs");
-    let out = s3_hoard(
+    s3_ok(
         &moto,
         &[
             "create",
@@ -990,16 +942,9 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
             "--no-progress",
         ],
     );
-    ok(&out);
     // Every path, kind, mode and byte as the tree has them (owners and
     // times only where the metadata gives them).
-    let diff = hoard()
-        .args(["diff", tree.to_str().unwrap(), image.to_str().unwrap()])
-        .args(["--ignore", "mtime,mtime_ns,uid,gid"])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&diff.stdout), "");
-    assert!(diff.status.success());
+    assert_same_tree(&tree, &image, "mtime,mtime_ns,uid,gid");
     let manifest = manifest_of(&image);
     for path in ["meta/tool", "meta/link"] {
         let line = manifest
@@ -1017,7 +962,7 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
     // Built from S3 into S3 (a multipart upload) and mounted from there,
     // the image is the tree again.
     moto.put("images", "placeholder", &image);
-    let out = s3_hoard(
+    s3_ok(
         &moto,
         &[
             "create",
@@ -1028,22 +973,15 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
             "--no-progress",
         ],
     );
-    ok(&out);
     if fuse_available() {
         let mnt = dir.path().join("mnt");
         std::fs::create_dir_all(&mnt).unwrap();
-        let out = s3_hoard(
+        s3_ok(
             &moto,
             &["mount", "s3://images/objects.dwarfs", mnt.to_str().unwrap()],
         );
-        ok(&out);
         let _m = common::FuseMount(mnt.clone());
-        let diff = hoard()
-            .args(["diff", tree.to_str().unwrap(), mnt.to_str().unwrap()])
-            .args(["--ignore", "mtime,mtime_ns,uid,gid"])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&diff.stdout), "");
+        assert_same_tree(&tree, &mnt, "mtime,mtime_ns,uid,gid");
     }
 
     // An archive in S3, and one over HTTP, streamed into an image.
@@ -1053,21 +991,15 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
     let server = RangeServer::start(&archive).expect("range server");
     for url in ["s3://data/archives/tree.tar.gz".to_string(), server.url()] {
         let image = dir.path().join("from-archive.dwarfs");
-        let out = s3_hoard(
+        s3_ok(
             &moto,
             &["create", "-i", &url, "-o", image.to_str().unwrap(), "-f"],
         );
-        ok(&out);
-        let diff = hoard()
-            .args(["diff", tree.to_str().unwrap(), image.to_str().unwrap()])
-            .args(["--ignore", "mtime_ns"])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&diff.stdout), "", "{url}");
+        assert_same_tree(&tree, &image, "mtime_ns");
     }
 
     // Parts in S3 and on disk merged into S3.
-    let out = s3_hoard(
+    s3_ok(
         &moto,
         &[
             "merge",
@@ -1081,10 +1013,11 @@ fn a_tree_of_s3_objects_packs_as_that_tree() {
             "s3://images/merged.dwarfs",
         ],
     );
-    ok(&out);
     for path in ["a/sub/deeper/small", "b/sub/deeper/small"] {
-        let out = s3_hoard(&moto, &["cat", "s3://images/merged.dwarfs", path]);
-        assert_eq!(ok(&out), "hello objects\n");
+        assert_eq!(
+            s3_ok(&moto, &["cat", "s3://images/merged.dwarfs", path]),
+            "hello objects\n"
+        );
     }
 
     // A prefix with nothing under it: one line, no image (local or in
@@ -1157,18 +1090,12 @@ fn an_encrypted_image_over_http_fetches_only_the_blocks_read() {
     let server = RangeServer::start(&image).expect("range server starts");
     let url = server.url();
     let id = identity.to_str().unwrap();
-    let listing = ok(&remote_hoard(&["ls", "-R", &url, "--identity", id]));
+    let listing = remote_ok(&["ls", "-R", &url, "--identity", id]);
     assert!(listing.contains("sub/deeper/small"), "{listing}");
     let requests = server.stats()["requests"].as_u64().unwrap();
     assert!(requests <= 4, "{requests} requests to open and list");
     server.control("/__reset");
-    let small = ok(&remote_hoard(&[
-        "cat",
-        &url,
-        "sub/deeper/small",
-        "--identity",
-        id,
-    ]));
+    let small = remote_ok(&["cat", &url, "sub/deeper/small", "--identity", id]);
     assert_eq!(small, "hello remote\n");
     let bytes = server.stats()["bytes"].as_u64().unwrap();
     let size = std::fs::metadata(&image).unwrap().len();
@@ -1178,7 +1105,7 @@ fn an_encrypted_image_over_http_fetches_only_the_blocks_read() {
     );
     // `info` with the key reads the metadata and block headers, no block.
     server.control("/__reset");
-    let info = ok(&remote_hoard(&["info", "--json", &url, "--identity", id]));
+    let info = remote_ok(&["info", "--json", &url, "--identity", id]);
     let info: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert!(info["blocks"].as_u64().unwrap() >= 20, "{info}");
     let bytes = server.stats()["bytes"].as_u64().unwrap();
@@ -1198,10 +1125,7 @@ fn upload_fixture() -> (tempfile::TempDir, PathBuf) {
     }
     std::fs::write(tree.join("sub/small"), b"small\n").unwrap();
     let key = dir.path().join("key");
-    ok(&hoard()
-        .args(["keygen", "-o", key.to_str().unwrap(), "-C", "tests"])
-        .output()
-        .unwrap());
+    hoard_ok(&["keygen", "-o", key.to_str().unwrap(), "-C", "tests"]);
     (dir, tree)
 }
 
@@ -1232,17 +1156,16 @@ fn images_stream_to_s3_byte_for_byte_without_a_local_copy() {
         let local = path(&format!("{name}.dwarfs"));
         let url = format!("s3://images/{name}.dwarfs");
         for output in [local.as_str(), url.as_str()] {
-            let out = s3_hoard_in(
+            s3_upload_ok(
                 &moto,
                 tmpdir,
                 &[
-                    &["create", "-i", tree.to_str().unwrap(), "-o", output][..],
+                    &["create", "-i", s(&tree), "-o", output][..],
                     &reproducible,
                     &extra,
                 ]
                 .concat(),
             );
-            ok(&out);
         }
         let fetched = dir.path().join(format!("{name}.fetched"));
         moto.get("images", &format!("{name}.dwarfs"), &fetched);
@@ -1265,7 +1188,7 @@ fn images_stream_to_s3_byte_for_byte_without_a_local_copy() {
             "-o",
             output,
         ];
-        ok(&s3_hoard_in(&moto, &tmp, &args));
+        s3_upload_ok(&moto, &tmp, &args);
     };
     merge(&path("merged.dwarfs"));
     merge("s3://images/merged.dwarfs");
@@ -1298,11 +1221,8 @@ fn a_failed_or_interrupted_upload_leaves_no_object_and_no_parts() {
     std::fs::create_dir(&tmp).unwrap();
     let archive = std::fs::read(dir.path().join("tree.tar")).unwrap();
     let start = |key: &str| {
-        hoard()
-            .env("HOARD_REMOTE", UPLOAD_REMOTE)
-            .env("AWS_ENDPOINT_URL", moto.endpoint())
+        s3_command(&moto, UPLOAD_REMOTE)
             .env("TMPDIR", &tmp)
-            .envs(S3_ENV)
             .args([
                 "create",
                 "-i",
@@ -1390,11 +1310,8 @@ fn objects_changed_or_gone_during_a_build_fail_it_with_one_line() {
     ] {
         for output in [local.to_str().unwrap(), "s3://images/out.dwarfs"] {
             upload_tree(&moto, &tree, "data", "p");
-            let child = hoard()
-                .env("HOARD_REMOTE", REMOTE)
-                .env("AWS_ENDPOINT_URL", moto.endpoint())
+            let child = s3_command(&moto, REMOTE)
                 .env("HOARD_TEST_AFTER_LISTING", &fifo)
-                .envs(S3_ENV)
                 .args([
                     "create",
                     "-i",
@@ -1441,7 +1358,7 @@ fn objects_changed_or_gone_during_a_build_fail_it_with_one_line() {
         }
     }
     upload_tree(&moto, &tree, "data", "p");
-    let out = s3_hoard(
+    s3_ok(
         &moto,
         &[
             "create",
@@ -1451,11 +1368,7 @@ fn objects_changed_or_gone_during_a_build_fail_it_with_one_line() {
             local.to_str().unwrap(),
         ],
     );
-    ok(&out);
-    let listing = ok(&hoard()
-        .args(["ls", "-l", local.to_str().unwrap()])
-        .output()
-        .unwrap());
+    let listing = hoard_ok(&["ls", "-l", local.to_str().unwrap()]);
     let empty = listing.lines().find(|l| l.ends_with(" empty")).unwrap();
     assert!(empty.starts_with('d'), "{listing}");
 }

@@ -19,25 +19,8 @@ use std::process::Command;
 
 /// Runs `program` with `args` in `dir`; its stdout, asserting success.
 fn output_in(dir: &Path, program: &str, args: &[&str]) -> String {
-    let o = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(
-        o.status.success(),
-        "{program} {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = output_ok(Command::new(program).args(args).current_dir(dir));
     String::from_utf8(o.stdout).unwrap()
-}
-
-fn has_tool(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| !o.stdout.is_empty() || !o.stderr.is_empty())
 }
 
 /// A temporary directory on a file system that stores `user.*`,
@@ -161,27 +144,6 @@ fn assert_same_report(expected: &str, root: &Path, what: &str) {
     );
 }
 
-fn hoard_ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "hoard {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
-fn extract(image: &Path, to: &Path, extra: &[&str]) {
-    let mut args = vec![
-        "extract",
-        image.to_str().unwrap(),
-        "-o",
-        to.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    hoard_ok(&args);
-}
-
 /// The tree and its report, or `None` (recorded) when this machine cannot
 /// hold such a tree.
 fn setup() -> Option<(tempfile::TempDir, PathBuf, String, usize)> {
@@ -242,31 +204,23 @@ fn attributes_survive_pack_mount_extract_and_rewrite() {
     assert!(info["xattrs"]["sets"].as_u64().unwrap() < with_attrs as u64);
 
     let out = dir.path().join("out");
-    extract(&image, &out, &[]);
+    extract_ok(&[s(&image)], &out);
     assert_same_report(&report, &out, "extracted");
-    assert_eq!(
-        manifest_diff(&manifest_of(&tree), &manifest_of(&out), Compare::Extracted),
-        ""
-    );
+    assert_same_manifest(&manifest_of(&tree), &manifest_of(&out), Compare::Extracted);
 
     for (name, args) in [
         ("recompressed", &["-l", "1"][..]),
         ("rebuilt", &["--rebuild-metadata", "-P", "all"][..]),
     ] {
-        let rewritten = dir.path().join(format!("{name}.dwarfs"));
-        let mut a = vec!["rewrite", img, "-o", rewritten.to_str().unwrap()];
-        a.extend_from_slice(args);
-        hoard_ok(&a);
+        let rewritten = rewrite_image(&[img], &dir.path().join(format!("{name}.dwarfs")), args);
         let out = dir.path().join(name);
-        extract(&rewritten, &out, &[]);
+        extract_ok(&[s(&rewritten)], &out);
         assert_same_report(&report, &out, name);
     }
 
     if fuse_available() {
         let mnt = dir.path().join("mnt");
-        std::fs::create_dir(&mnt).unwrap();
-        hoard_ok(&["mount", img, mnt.to_str().unwrap()]);
-        let guard = FuseMount(mnt.clone());
+        let guard = mount_ok(&[img], &mnt, &[]);
         assert_same_report(&report, &mnt, "mounted");
         // hoard's own attributes are still there.
         let own = output_in(&mnt, "getfattr", &["-n", "user.dwarfs.inodeinfo", "a.txt"]);
@@ -289,7 +243,7 @@ fn attributes_can_be_left_out_or_filtered() {
 
     let image = create_image(&tree, &dir.path().join("all.dwarfs"), &[]);
     let skipped_out = dir.path().join("skipped");
-    extract(&image, &skipped_out, &["--no-xattrs"]);
+    extract_ok(&[s(&image), "--no-xattrs"], &skipped_out);
     let bare = attribute_report(&skipped_out);
     assert!(!bare.contains("user.") && !bare.contains("cap_"), "{bare}");
 
@@ -299,7 +253,7 @@ fn attributes_can_be_left_out_or_filtered() {
         &["--xattr-filter", r"^user\."],
     );
     let out = dir.path().join("users");
-    extract(&users, &out, &[]);
+    extract_ok(&[s(&users)], &out);
     let got = attribute_report(&out);
     let wanted: Vec<&str> = report
         .lines()
@@ -312,18 +266,8 @@ fn attributes_can_be_left_out_or_filtered() {
         assert!(!got.contains(absent), "{absent} kept: {got}");
     }
 
-    let bad = run(&[
-        "create",
-        "-i",
-        tree.to_str().unwrap(),
-        "-o",
-        dir.path().join("bad.dwarfs").to_str().unwrap(),
-        "--xattr-filter",
-        "(",
-    ]);
-    let err = String::from_utf8_lossy(&bad.stderr);
-    assert_eq!(bad.status.code(), Some(1), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let bad = dir.path().join("bad.dwarfs");
+    one_line_error(&create_args(&tree, &bad, &["--xattr-filter", "("]));
     assert!(!dir.path().join("bad.dwarfs").exists());
 }
 
@@ -348,22 +292,13 @@ fn dwarfs_reads_images_with_attributes() {
         &["-i", img, "-d", "7"][..],
         &["-i", img, "-j"][..],
     ] {
-        let o = tool("dwarfsck").args(args).output().unwrap();
-        assert!(
-            o.status.success(),
-            "dwarfsck {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        output_ok(tool("dwarfsck").args(args));
     }
     // DwarFS extracts the tree without its attributes.
     let expected = without_xattrs(&manifest_of(&tree));
     let out = dir.path().join("dwarfsextract");
     std::fs::create_dir(&out).unwrap();
-    let o = tool("dwarfsextract")
-        .args(["-i", img, "-o", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    output_ok(tool("dwarfsextract").args(["-i", img, "-o", s(&out)]));
     // dwarfsextract leaves the time of the output directory as it is.
     let below_root = |m: &str| -> String {
         m.lines()
@@ -371,27 +306,17 @@ fn dwarfs_reads_images_with_attributes() {
             .map(|l| format!("{l}\n"))
             .collect()
     };
-    assert_eq!(
-        manifest_diff(
-            &below_root(&expected),
-            &below_root(&manifest_of(&out)),
-            Compare::Extracted
-        ),
-        ""
+    assert_same_manifest(
+        &below_root(&expected),
+        &below_root(&manifest_of(&out)),
+        Compare::Extracted,
     );
     if fuse_available() {
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        let o = tool("dwarfs")
-            .args([img, mnt.to_str().unwrap(), "-o", "ro"])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        output_ok(tool("dwarfs").args([img, s(&mnt), "-o", "ro"]));
         let guard = FuseMount(mnt.clone());
-        assert_eq!(
-            manifest_diff(&expected, &manifest_of(&mnt), Compare::Mounted),
-            ""
-        );
+        assert_same_manifest(&expected, &manifest_of(&mnt), Compare::Mounted);
         drop(guard);
     }
 }
@@ -415,16 +340,11 @@ fn acls_are_enforced_on_a_mount_with_default_permissions() {
     output_in(&src, "setfacl", &["-m", "u:1234:r", "granted"]);
     let image = create_image(&src, &dir.path().join("acl.dwarfs"), &[]);
     let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let img = image.to_str().unwrap();
-    hoard_ok(&[
-        "mount",
-        img,
-        mnt.to_str().unwrap(),
-        "-o",
-        "allow_other,default_permissions",
-    ]);
-    let guard = FuseMount(mnt.clone());
+    let guard = mount_ok(
+        &[s(&image)],
+        &mnt,
+        &["-o", "allow_other,default_permissions"],
+    );
     let read_as_1234 = |f: &str| as_user_in(1234, &mnt, "cat").arg(f).output().unwrap();
     let granted = read_as_1234("granted");
     assert!(
@@ -450,11 +370,12 @@ fn another_user_extracts_the_user_attributes() {
     // User 1234 reaches the image, the output and hoard from `dir` only.
     output_in(dir.path(), "chmod", &["755", "."]);
     hoard_copy_in(dir.path());
-    let o = as_user_in(1234, dir.path(), "./hoard")
-        .args(["extract", "x.dwarfs", "-o", "user/tree"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    output_ok(as_user_in(1234, dir.path(), "./hoard").args([
+        "extract",
+        "x.dwarfs",
+        "-o",
+        "user/tree",
+    ]));
     let a = out.join("tree/a.txt");
     assert_eq!(
         xattr::get(&a, "user.color").unwrap().as_deref(),

@@ -9,19 +9,8 @@ use hoard_format::section::Compression;
 
 /// Compressible but not trivial: text-like runs mixed with a counter.
 pub(crate) fn sample_data(len: usize) -> Vec<u8> {
-    let mut x = 0x2545_f491_u32;
-    (0..len)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            if i % 1000 < 600 {
-                b"the quick brown fox jumps over the lazy dog "[i % 44]
-            } else {
-                (x % 16) as u8
-            }
-        })
-        .collect()
+    let phrase = b"the quick brown fox jumps over the lazy dog ";
+    hoard_testdata::text_like(len, 0x2545_f491, phrase, (600, 1000), 16)
 }
 
 pub(crate) const SPECS: &[&str] = &[

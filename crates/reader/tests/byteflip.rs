@@ -6,41 +6,11 @@
 use hoard_format::section::SectionType;
 use hoard_reader::source::Source;
 use hoard_reader::{check, Image, ImageOffset};
-use std::ops::Range;
+use hoard_testdata::Rng;
 use std::path::Path;
 
 /// Positions sampled in the block payloads, and again in the other payloads.
 const SAMPLES: usize = 100;
-
-/// A small deterministic generator (xorshift64*), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-
-    /// `count` positions drawn uniformly from the union of `ranges`.
-    fn sample(&mut self, ranges: &[Range<u64>], count: usize) -> Vec<u64> {
-        let total: u64 = ranges.iter().map(|r| r.end - r.start).sum();
-        assert!(total > 0, "nothing to sample");
-        (0..count)
-            .map(|_| {
-                let mut k = self.below(total);
-                for r in ranges {
-                    if k < r.end - r.start {
-                        return r.start + k;
-                    }
-                    k -= r.end - r.start;
-                }
-                unreachable!("k < total")
-            })
-            .collect()
-    }
-}
 
 fn open(bytes: &[u8]) -> hoard_reader::Result<Image> {
     Image::from_source(Source::Bytes(bytes.to_vec()), ImageOffset::At(0))

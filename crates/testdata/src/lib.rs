@@ -100,6 +100,64 @@ pub fn skipped(why: &str) {
     }
 }
 
+/// Text-like bytes that a compressor shrinks but does not trivialise:
+/// `phrase` over the first `text` bytes of every `period`, the rest
+/// pseudo-random (xorshift32 from `seed`, which must not be 0) below
+/// `spread`.
+pub fn text_like(
+    len: usize,
+    seed: u32,
+    phrase: &[u8],
+    (text, period): (usize, usize),
+    spread: u32,
+) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            if i % period < text {
+                phrase[i % phrase.len()]
+            } else {
+                (x % spread) as u8
+            }
+        })
+        .collect()
+}
+
+/// A small deterministic generator (xorshift64*), so that tests that
+/// draw at random reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+    }
+
+    /// `count` positions drawn uniformly from the union of `ranges`.
+    pub fn sample(&mut self, ranges: &[std::ops::Range<u64>], count: usize) -> Vec<u64> {
+        let total: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+        assert!(total > 0, "nothing to sample");
+        (0..count)
+            .map(|_| {
+                let mut k = self.below(total);
+                for r in ranges {
+                    if k < r.end - r.start {
+                        return r.start + k;
+                    }
+                    k -= r.end - r.start;
+                }
+                unreachable!("k < total")
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -143,7 +143,7 @@ impl FileLocations {
     pub(crate) fn record(
         &mut self,
         layers: &[Arc<Filesystem>],
-        spool: &Spool,
+        spool: &mut Spool,
         at: &Located,
     ) -> Result<PathBuf> {
         let layer = layers
@@ -151,7 +151,7 @@ impl FileLocations {
             .position(|fs| Arc::ptr_eq(fs, &at.fs))
             .ok_or_else(|| Error::Input("a file of no layer".into()))?;
         self.at.push((layer, at.ino));
-        Ok(spool.dir().join((self.at.len() - 1).to_string()))
+        Ok(spool.dir()?.join((self.at.len() - 1).to_string()))
     }
 
     /// The layer and inode of the file whose stand-in path is `source`.

@@ -167,8 +167,8 @@ pub fn scan_objects(
         let _ = std::fs::read(fifo);
     }
     let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
-    let spool = Spool::new(options.spool_dir.as_deref())?;
-    let fetched = fetch_all(&bucket, &objects, spool.dir(), remote.connections.max(1))?;
+    let mut spool = Spool::new(options.spool_dir.as_deref())?;
+    let fetched = fetch_all(&bucket, &objects, spool.dir()?, remote.connections.max(1))?;
     let mut builder = Builder::new(options, filter, progress, spool);
     for ((object, (source, metadata)), below) in objects.iter().zip(fetched).zip(below) {
         let rel = &object.key[prefix.len()..];

@@ -3,8 +3,10 @@
 //! that starts it: see the hoard-trust crate), then the section index, then (optionally) the signature
 //! (see the hoard-trust crate), then (optionally) the recovery data, which
 //! covers every byte before it. It is written to a temporary
-//! file beside the target and renamed into place only when complete, so an
-//! interrupted or failed build leaves nothing behind. An image for
+//! file beside the target and put in place only when complete, so an
+//! interrupted or failed build leaves nothing behind (nor does one
+//! killed with `SIGKILL`, where the file system makes files without a
+//! name: see [`crate::scratch`]). An image for
 //! `s3://bucket/key` is sent as it is written, in the parts of a multipart
 //! upload completed only at the end (`hoard_remote::upload`): no copy of
 //! it is kept anywhere. Only one with recovery data, which covers the
@@ -40,7 +42,7 @@ pub fn remove_partial_images() {
 
 /// Where the bytes of an image go.
 enum Sink {
-    /// A temporary file, renamed into place or uploaded when complete.
+    /// A temporary file, put in place or uploaded when complete.
     File(BufWriter<ScratchFile>),
     /// The parts of an upload, sent as written.
     Upload(Box<Upload>),

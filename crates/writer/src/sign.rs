@@ -1,8 +1,8 @@
 //! Signing an image that exists (`hoard sign`): its bytes up to any
 //! earlier signature or recovery data are copied to a temporary file
 //! beside the output, the signature (and new recovery data of the same
-//! percent, when the image had some) appended, and the file renamed into
-//! place when complete.
+//! percent, when the image had some) appended, and the file put in
+//! place when complete, as every output is ([`crate::scratch`]).
 //!
 //! Renamed over an existing file (signing in place), the temporary file
 //! is written back to disk as it is written: ext4 (and others) flush a

@@ -253,27 +253,6 @@ pub fn manifest_diff(expected: &str, actual: &str, how: Compare) -> String {
     report
 }
 
-/// Packs `tree` into `image` with `hoard create` and `extra` options (no
-/// progress), asserting that it succeeds; returns `image`.
-pub fn create_image(tree: &Path, image: &Path, extra: &[&str]) -> std::path::PathBuf {
-    let mut args = vec![
-        "create",
-        "-i",
-        tree.to_str().unwrap(),
-        "-o",
-        image.to_str().unwrap(),
-        "--no-progress",
-    ];
-    args.extend_from_slice(extra);
-    let out = run(&args);
-    assert!(
-        out.status.success(),
-        "hoard create {extra:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    image.to_path_buf()
-}
-
 /// Pseudo-random bytes (xorshift64), the same for the same `seed`.
 pub fn noise(n: usize, seed: u64) -> Vec<u8> {
     let mut s = seed | 1;
@@ -792,4 +771,180 @@ pub fn ssh_key_pair(dir: &Path, name: &str, kind: &str) -> (PathBuf, PathBuf) {
         .expect("ssh-keygen");
     assert!(out.status.success(), "ssh-keygen failed");
     (key.clone(), dir.join(format!("{name}.pub")))
+}
+
+// ---------------------------------------------------------------------
+// Running hoard and comparing what it made: every test asserts success
+// and compares trees through these.
+// ---------------------------------------------------------------------
+
+/// Runs `command`, asserting that it succeeds: a failure shows the
+/// command line, its exit status and its output (`hoard diff` reports
+/// on standard output). Returns its output.
+pub fn output_ok(command: &mut Command) -> Output {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `hoard ARGS`, asserting that it succeeds ([`output_ok`]); returns its
+/// standard output as text.
+pub fn hoard_ok(args: &[&str]) -> String {
+    String::from_utf8_lossy(&output_ok(hoard().args(args)).stdout).into_owned()
+}
+
+/// `hoard ARGS`, asserting that it succeeds ([`output_ok`]); returns its
+/// standard output as bytes (an archive, a file's contents).
+pub fn hoard_bytes(args: &[&str]) -> Vec<u8> {
+    output_ok(hoard().args(args)).stdout
+}
+
+/// `hoard ARGS`, asserting that it fails with exit status 1 (an error,
+/// not a crash); returns its standard error as text.
+pub fn hoard_fails(args: &[&str]) -> String {
+    let out = run(args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "hoard {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// [`hoard_fails`], also asserting that the error is one line; returns
+/// it.
+pub fn one_line_error(args: &[&str]) -> String {
+    let err = hoard_fails(args);
+    assert_eq!(err.trim_end().lines().count(), 1, "hoard {args:?}: {err}");
+    err
+}
+
+/// A path as the text an argument list takes.
+pub fn s(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
+}
+
+/// The arguments of `hoard create` packing `tree` into `image` with
+/// `extra` options, without progress.
+pub fn create_args<'a>(tree: &'a Path, image: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["create", "-i", s(tree), "-o", s(image), "--no-progress"];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Packs `tree` into `image` with `hoard create` and `extra` options (no
+/// progress), asserting that it succeeds; returns `image`.
+pub fn create_image(tree: &Path, image: &Path, extra: &[&str]) -> PathBuf {
+    hoard_ok(&create_args(tree, image, extra));
+    image.to_path_buf()
+}
+
+/// `hoard rewrite INPUTS… -o OUTPUT EXTRA…` (no progress), asserting
+/// that it succeeds; returns `output`.
+pub fn rewrite_image(inputs: &[&str], output: &Path, extra: &[&str]) -> PathBuf {
+    let mut args = vec!["rewrite"];
+    args.extend_from_slice(inputs);
+    args.extend(["-o", s(output), "--no-progress"]);
+    args.extend_from_slice(extra);
+    hoard_ok(&args);
+    output.to_path_buf()
+}
+
+/// `hoard extract IMAGES… -o DIR` (`images` may hold options too),
+/// asserting that it succeeds; returns `dir`.
+pub fn extract_ok(images: &[&str], dir: &Path) -> PathBuf {
+    let mut args = vec!["extract"];
+    args.extend_from_slice(images);
+    args.extend(["-o", s(dir)]);
+    hoard_ok(&args);
+    dir.to_path_buf()
+}
+
+/// Asserts that the manifests `expected` and `actual` agree as `how`
+/// compares them ([`manifest_diff`]).
+pub fn assert_same_manifest(expected: &str, actual: &str, how: Compare) {
+    let d = manifest_diff(expected, actual, how);
+    assert!(d.is_empty(), "manifests differ ({how:?}):\n{d}");
+}
+
+/// Extracts `images` (and options) into `dir` ([`extract_ok`]) and
+/// asserts that the tree there is `manifest`, as far as an extracted
+/// tree can be ([`Compare::Extracted`]).
+pub fn assert_extracts_as(images: &[&str], dir: &Path, manifest: &str) {
+    extract_ok(images, dir);
+    assert_same_manifest(manifest, &manifest_of(dir), Compare::Extracted);
+}
+
+/// `hoard mount IMAGES… MNT OPTIONS…` (`mnt` made here), asserting that
+/// it succeeds; the guard unmounts.
+pub fn mount_ok(images: &[&str], mnt: &Path, options: &[&str]) -> FuseMount {
+    std::fs::create_dir_all(mnt).unwrap();
+    hoard_ok(&[&["mount"], images, &[s(mnt)], options].concat());
+    FuseMount(mnt.to_path_buf())
+}
+
+/// Asserts that `actual` (a tree, an image or a mount) holds the tree
+/// `expected`: the same entries, attributes and bytes ([`differences`]),
+/// but for the fields in `ignore`.
+pub fn assert_same_tree(expected: &Path, actual: &Path, ignore: &str) {
+    let d = differences(expected, actual, ignore);
+    assert!(
+        d.is_empty(),
+        "{} is not {}:\n{d}",
+        actual.display(),
+        expected.display()
+    );
+}
+
+/// Mounts `images` at `mnt` and asserts that the mount holds the tree
+/// `expected` ([`assert_same_tree`]); the guard unmounts.
+pub fn assert_mounts_as(images: &[&str], mnt: &Path, expected: &Path, ignore: &str) -> FuseMount {
+    let mounted = mount_ok(images, mnt, &[]);
+    assert_same_tree(expected, mnt, ignore);
+    mounted
+}
+
+/// Copies the tree `from` to `to` with `cp -a` (times, modes and links
+/// kept).
+pub fn copy_tree(from: &Path, to: &Path) {
+    output_ok(Command::new("cp").arg("-a").arg(from).arg(to));
+}
+
+/// Runs `test` on every image of `group` that has a manifest (the image
+/// and its manifest's text; `test` returns what failed), and fails
+/// listing every image something failed on.
+pub fn on_every_image(group: &str, test: impl Fn(&Path, &str) -> Vec<String>) {
+    let images = images_with_manifest(group);
+    let mut failures = Vec::new();
+    for (image, manifest) in &images {
+        let name = image.file_name().unwrap().to_string_lossy().to_string();
+        let expected = std::fs::read_to_string(manifest).unwrap();
+        failures.extend(
+            test(image, &expected)
+                .iter()
+                .map(|f| format!("{name}: {f}")),
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures in {} images:\n{}",
+        failures.len(),
+        images.len(),
+        failures.join("\n")
+    );
+}
+
+/// A new temporary directory for a test that mounts, or `None` (the
+/// skip recorded) where FUSE mounts cannot be made.
+pub fn fuse_tempdir() -> Option<tempfile::TempDir> {
+    fuse_available().then(|| tempfile::tempdir().unwrap())
 }

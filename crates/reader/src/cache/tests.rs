@@ -40,19 +40,8 @@ fn describe(e: CodecError) -> Error {
 
 /// Text-like data that zstd shrinks but does not trivialise.
 fn sample(len: usize) -> Vec<u8> {
-    let mut x = 0x2545_f491_u32;
-    (0..len)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            if i % 1000 < 600 {
-                b"pack my box with five dozen liquor jugs "[i % 40]
-            } else {
-                (x % 16) as u8
-            }
-        })
-        .collect()
+    let phrase = b"pack my box with five dozen liquor jugs ";
+    hoard_testdata::text_like(len, 0x2545_f491, phrase, (600, 1000), 16)
 }
 
 fn zstd(data: &[u8]) -> Vec<u8> {

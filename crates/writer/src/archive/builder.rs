@@ -403,7 +403,7 @@ impl<'a> Builder<'a> {
         Scanned {
             tree,
             warnings: self.warnings,
-            spool: Some(self.spool.into_dir()),
+            spool: self.spool.into_dir(),
         }
     }
 }

@@ -5,9 +5,10 @@
 //!
 //! An image is named by a key of the archive's size, modification time,
 //! a hash of its first and last MiB and the level it was packed at, so an
-//! archive changed in place is packed anew. Images are written under a
-//! temporary name and renamed when complete: a cache never holds half an
-//! image, and two packers of one archive race harmlessly.
+//! archive changed in place is packed anew. Images are built as any
+//! other ([`crate::output`]) and put in place when complete: a cache
+//! never holds half an image, and two packers of one archive race
+//! harmlessly.
 
 use crate::level::Level;
 use crate::{create, CreateOptions, Error, Progress, Result};

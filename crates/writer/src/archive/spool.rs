@@ -8,9 +8,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Where file contents wait for the later stages: one file each in a
-/// temporary directory.
+/// temporary directory, made when first needed (a build that spools
+/// nothing, or is stopped before it does, leaves no directory to remove).
 pub(crate) struct Spool {
-    dir: ScratchDir,
+    parent: PathBuf,
+    dir: Option<ScratchDir>,
     next: u64,
     buf: Vec<u8>,
 }
@@ -19,12 +21,19 @@ impl Spool {
     /// A spool in a new directory inside `parent` (`$TMPDIR` if `None`).
     pub(crate) fn new(parent: Option<&Path>) -> Result<Self> {
         let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
-        let dir = ScratchDir::new_in(&parent, "spool")?;
         Ok(Spool {
-            dir,
+            parent,
+            dir: None,
             next: 0,
             buf: vec![0; 1 << 20],
         })
+    }
+
+    /// The path of the next spool file.
+    fn next_path(&mut self) -> Result<PathBuf> {
+        let name = self.next.to_string();
+        self.next += 1;
+        Ok(self.dir()?.join(name))
     }
 
     /// Copies exactly `size` bytes of `data` to a new spool file (zero
@@ -36,8 +45,7 @@ impl Spool {
         size: u64,
         sparse: bool,
     ) -> Result<PathBuf> {
-        let path = self.dir.path().join(self.next.to_string());
-        self.next += 1;
+        let path = self.next_path()?;
         let io = |e| Error::io(&path, e);
         let mut out = std::fs::File::create(&path).map_err(io)?;
         let mut left = size;
@@ -79,8 +87,9 @@ impl Spool {
         reader: &mut ArchiveReader,
         size: u64,
     ) -> hoard_archive::Result<PathBuf> {
-        let path = self.dir.path().join(self.next.to_string());
-        self.next += 1;
+        let path = self
+            .next_path()
+            .map_err(|e| hoard_archive::Error::Fatal(e.to_string()))?;
         let io =
             |e: std::io::Error| hoard_archive::Error::Fatal(format!("{}: {e}", path.display()));
         let out = std::fs::File::create(&path).map_err(io)?;
@@ -99,13 +108,18 @@ impl Spool {
         Ok(path)
     }
 
-    /// Where the spool keeps its files.
-    pub(crate) fn dir(&self) -> &Path {
-        self.dir.path()
+    /// Where the spool keeps its files (made now if not yet).
+    pub(crate) fn dir(&mut self) -> Result<&Path> {
+        let dir = match self.dir.take() {
+            Some(dir) => dir,
+            None => ScratchDir::new_in(&self.parent, "spool")?,
+        };
+        Ok(self.dir.insert(dir).path())
     }
 
-    /// The spool's directory, to keep until the build ends.
-    pub(super) fn into_dir(self) -> ScratchDir {
+    /// The spool's directory, if one was made, to keep until the build
+    /// ends.
+    pub(super) fn into_dir(self) -> Option<ScratchDir> {
         self.dir
     }
 
