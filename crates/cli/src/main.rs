@@ -13,11 +13,8 @@ mod compat;
 mod generate;
 mod manifest;
 mod section_hash;
+mod size;
 mod trust;
-
-/// The version and, when built from a git checkout, the commit:
-/// `0.1.0 (84a5946)` (see build.rs).
-pub const VERSION: &str = env!("HOARD_VERSION");
 
 use std::process::ExitCode;
 
