@@ -1,5 +1,5 @@
 //! `hoard rewrite LOWER... UPPER -o FLAT` without the segmenter: the
-//! merged tree of a stack of images (read by [`crate::input::stack`])
+//! merged tree of a stack of images (read by `input::stack`)
 //! written with the blocks it uses copied from the layers as they are
 //! (compressed, renumbered, their categories kept; blocks only hidden
 //! files use are left out), and the metadata pointing each file at its

@@ -1,5 +1,5 @@
 //! Stage 1: what a build reads ([`Input`]), told apart in one place
-//! ([`Kind::of`]) and read into the [`Tree`](crate::tree::Tree) the later
+//! (`Kind::of`) and read into the [`Tree`](crate::tree::Tree) the later
 //! stages work on ([`scan`]):
 //!
 //! * a directory: [`crate::scan`] walks it;
@@ -8,8 +8,8 @@
 //!   reads it;
 //! * the objects under an `s3://bucket/prefix/`: [`crate::objects`]
 //!   fetches them;
-//! * a stack of images: [`stack`] reads their merged tree;
-//! * images to merge: [`parts`] reads their trees side by side.
+//! * a stack of images: `stack` reads their merged tree;
+//! * images to merge: `parts` reads their trees side by side.
 //!
 //! [`images`] opens the images a build reads (those, and the bases of a
 //! layer).

@@ -12,7 +12,7 @@
 //! only to hash contents of a size several parts hold.
 //!
 //! With `--recompress`, the parts are a build's input instead
-//! ([`Input::Parts`], read by [`crate::input::parts`]): file contents are
+//! ([`Input::Parts`], read by `input::parts`): file contents are
 //! spooled from the parts and compressed again, any block sizes.
 
 mod equal;
