@@ -9,20 +9,18 @@
 //! Built outside a git checkout (a source tarball, or without `git`) the
 //! version is the package version alone and the git fields are left out.
 //!
-//! Cargo runs build scripts in the package's directory, so the git commands
-//! below look at the checkout this crate is in.
+//! The git queries are those of hoard-writer's `build/git.rs`, shared
+//! with its build script.
 
-use std::path::Path;
-use std::process::Command;
+#[path = "../writer/build/git.rs"]
+mod git;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=../writer/build/git.rs");
     let version = env!("CARGO_PKG_VERSION");
-    // A tarball unpacked inside some other repository is not a checkout of
-    // hoard: only trust git when it tracks this very file.
-    let tracked = git(&["ls-files", "--full-name", "build.rs"]).is_some();
-    let commit = tracked
-        .then(|| git(&["rev-parse", "--short", "HEAD"]))
+    let commit = git::in_checkout()
+        .then(|| git::run(&["rev-parse", "--short", "HEAD"]))
         .flatten();
     let full = match &commit {
         Some(commit) => format!("{version} ({commit})"),
@@ -33,7 +31,7 @@ fn main() {
     // (set by reproducible package builds), else today's.
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
     let date = commit
-        .and_then(|_| git(&["log", "-1", "--format=%cs", "HEAD"]))
+        .and_then(|_| git::run(&["log", "-1", "--format=%cs", "HEAD"]))
         .unwrap_or_else(|| {
             let secs = std::env::var("SOURCE_DATE_EPOCH")
                 .ok()
@@ -46,7 +44,7 @@ fn main() {
             civil_date(secs / 86_400)
         });
     println!("cargo:rustc-env=HOARD_DATE={date}");
-    watch_head();
+    git::watch_head();
 }
 
 /// `YYYY-MM-DD` of a day counted from 1970-01-01 (proleptic Gregorian).
@@ -61,28 +59,4 @@ fn civil_date(days: u64) -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + u64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}")
-}
-
-/// Rebuilds when HEAD moves: a checkout (`HEAD`), a commit on the current
-/// branch (its ref file) or a `git pack-refs` (`packed-refs`).
-fn watch_head() {
-    let mut files = vec![git(&["rev-parse", "--git-path", "HEAD"])];
-    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        files.push(git(&["rev-parse", "--git-path", &branch]));
-    }
-    files.push(git(&["rev-parse", "--git-path", "packed-refs"]));
-    for file in files.into_iter().flatten() {
-        // Cargo reruns a build script on every build while a watched file
-        // is missing, so only existing ones are named.
-        if Path::new(&file).exists() {
-            println!("cargo:rerun-if-changed={file}");
-        }
-    }
-}
-
-/// Runs git; its trimmed output when it succeeds and prints something.
-fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).output().ok()?;
-    let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    (out.status.success() && !text.is_empty()).then_some(text)
 }

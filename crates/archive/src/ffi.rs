@@ -26,15 +26,6 @@ pub const ARCHIVE_FATAL: c_int = -30;
 /// `archive_format()` of an input with no entries at all.
 pub const ARCHIVE_FORMAT_EMPTY: c_int = 0x60000;
 
-pub const AE_IFMT: mode_t = 0o170000;
-pub const AE_IFREG: mode_t = 0o100000;
-pub const AE_IFLNK: mode_t = 0o120000;
-pub const AE_IFSOCK: mode_t = 0o140000;
-pub const AE_IFCHR: mode_t = 0o020000;
-pub const AE_IFBLK: mode_t = 0o060000;
-pub const AE_IFDIR: mode_t = 0o040000;
-pub const AE_IFIFO: mode_t = 0o010000;
-
 pub const ARCHIVE_ENTRY_ACL_TYPE_ACCESS: c_int = 0x100;
 pub const ARCHIVE_ENTRY_ACL_TYPE_DEFAULT: c_int = 0x200;
 pub const ARCHIVE_ENTRY_ACL_TYPE_NFS4: c_int = 0x3c00;

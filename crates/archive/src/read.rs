@@ -5,6 +5,7 @@
 
 use crate::ffi::{self, archive, archive_entry};
 use crate::{acl, Error, Kind, Member, Result, Time};
+use hoard_format::mode::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFSOCK};
 use libc::{c_char, c_void};
 use std::ffi::{CStr, CString};
 use std::io::Read;
@@ -326,15 +327,15 @@ impl ArchiveReader {
         unsafe {
             let path = bytes_of(ffi::archive_entry_pathname(e)).unwrap_or_default();
             let rdev = ffi::archive_entry_rdev(e);
-            let kind = match ffi::archive_entry_filetype(e) & ffi::AE_IFMT {
-                ffi::AE_IFDIR => Kind::Dir,
-                ffi::AE_IFLNK => {
+            let kind = match ffi::archive_entry_filetype(e) & S_IFMT {
+                S_IFDIR => Kind::Dir,
+                S_IFLNK => {
                     Kind::Symlink(bytes_of(ffi::archive_entry_symlink(e)).unwrap_or_default())
                 }
-                ffi::AE_IFCHR => Kind::CharDevice(rdev),
-                ffi::AE_IFBLK => Kind::BlockDevice(rdev),
-                ffi::AE_IFIFO => Kind::Fifo,
-                ffi::AE_IFSOCK => Kind::Socket,
+                S_IFCHR => Kind::CharDevice(rdev),
+                S_IFBLK => Kind::BlockDevice(rdev),
+                S_IFIFO => Kind::Fifo,
+                S_IFSOCK => Kind::Socket,
                 _ => Kind::File,
             };
             let time = |sec: libc::time_t, nsec: libc::c_long| Time {

@@ -4,6 +4,7 @@
 
 use crate::ffi::{self, archive, archive_entry};
 use crate::{Error, Kind, Member, Result};
+use hoard_format::mode::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFREG, S_IFSOCK};
 use libc::{c_void, size_t, ssize_t};
 use std::ffi::{CStr, CString};
 use std::io::{Read, Write};
@@ -221,13 +222,13 @@ impl<'w> ArchiveWriter<'w> {
         let path = c(if m.path.is_empty() { b"." } else { &m.path })?;
         let e = self.entry;
         let (kind, rdev) = match &m.kind {
-            Kind::File => (ffi::AE_IFREG, 0),
-            Kind::Dir => (ffi::AE_IFDIR, 0),
-            Kind::Symlink(_) => (ffi::AE_IFLNK, 0),
-            Kind::CharDevice(d) => (ffi::AE_IFCHR, *d),
-            Kind::BlockDevice(d) => (ffi::AE_IFBLK, *d),
-            Kind::Fifo => (ffi::AE_IFIFO, 0),
-            Kind::Socket => (ffi::AE_IFSOCK, 0),
+            Kind::File => (S_IFREG, 0),
+            Kind::Dir => (S_IFDIR, 0),
+            Kind::Symlink(_) => (S_IFLNK, 0),
+            Kind::CharDevice(d) => (S_IFCHR, *d),
+            Kind::BlockDevice(d) => (S_IFBLK, *d),
+            Kind::Fifo => (S_IFIFO, 0),
+            Kind::Socket => (S_IFSOCK, 0),
         };
         // cpio keeps a file's contents with its last name, tar with its
         // first; zip stores each name as a copy.

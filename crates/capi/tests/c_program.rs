@@ -291,7 +291,7 @@ fn hoardcat_example_prints_a_file() {
 /// there are any.
 fn build(input: &Path, output: &Path, bases: &[PathBuf]) {
     let level = hoard_writer::level::Level::get(3).unwrap();
-    let mut o = hoard_writer::CreateOptions::at_level(input.into(), output.into(), level);
+    let mut o = hoard_writer::CreateOptions::at_level(input.to_path_buf(), output.into(), level);
     o.delta = (!bases.is_empty()).then(|| hoard_writer::delta::DeltaOptions {
         bases: bases.to_vec(),
         trust_mtime: false,

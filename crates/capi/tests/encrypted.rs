@@ -58,7 +58,7 @@ fn build(
     base: Option<(&Path, &Path)>,
 ) {
     let level = hoard_writer::level::Level::get(3).unwrap();
-    let mut o = hoard_writer::CreateOptions::at_level(tree.into(), image.into(), level);
+    let mut o = hoard_writer::CreateOptions::at_level(tree.to_path_buf(), image.into(), level);
     o.output.encrypt = Some(Arc::new(
         hoard_trust::encrypt::Recipients::parse(&[recipient.to_string()]).unwrap(),
     ));

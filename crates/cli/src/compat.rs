@@ -2,10 +2,10 @@
 //! `dwarfsextract` option sets, translated into `hoard` commands.
 
 use crate::args::{
-    parse_size, CheckArgs, ChecksumAlgo, Cli, Command, ExtractArgs, ImageArgs, InfoArgs, LsArgs,
-    MountArgs,
+    CheckArgs, ChecksumAlgo, Cli, Command, ExtractArgs, GenerateArgs, ImageArgs, InfoArgs, LsArgs,
+    MountArgs, VERSION,
 };
-use crate::generate::GenerateArgs;
+use crate::size::parse_size;
 use clap::{CommandFactory, Parser, ValueEnum};
 use hoard_reader::ImageOffset;
 use std::ffi::OsString;
@@ -71,16 +71,16 @@ fn is_mount_helper_call(argv: &[OsString]) -> bool {
 /// Pack a directory tree into a DwarFS image (hoard as mkdwarfs; `hoard
 /// create` takes the same options).
 #[derive(Debug, Parser)]
-#[command(name = "mkdwarfs", version = crate::VERSION)]
+#[command(name = "mkdwarfs", version = VERSION)]
 struct Mkdwarfs {
     #[command(flatten)]
-    args: crate::cmd::create_args::CreateArgs,
+    args: crate::args::create::CreateArgs,
 }
 
 /// Mount a DwarFS image with FUSE (hoard as the dwarfs driver, also as
 /// mount.dwarfs and mount.hoard; `hoard mount` takes the same options).
 #[derive(Debug, Parser)]
-#[command(name = "dwarfs", version = crate::VERSION)]
+#[command(name = "dwarfs", version = VERSION)]
 struct DwarfsMount {
     #[command(flatten)]
     args: MountArgs,
@@ -89,7 +89,7 @@ struct DwarfsMount {
 /// Show and check a DwarFS image (hoard as dwarfsck; see also `hoard info`,
 /// `hoard check` and `hoard ls`).
 #[derive(Debug, Parser)]
-#[command(name = "dwarfsck", version = crate::VERSION)]
+#[command(name = "dwarfsck", version = VERSION)]
 struct Dwarfsck {
     /// The image file.
     #[arg(short = 'i', long = "input")]
@@ -189,7 +189,7 @@ impl Dwarfsck {
 /// Extract a DwarFS image into a directory (hoard as dwarfsextract; see
 /// also `hoard extract`).
 #[derive(Debug, Parser)]
-#[command(name = "dwarfsextract", version = crate::VERSION)]
+#[command(name = "dwarfsextract", version = VERSION)]
 struct Dwarfsextract {
     /// The image file.
     #[arg(short = 'i', long = "input", required = true)]
@@ -270,7 +270,7 @@ impl Dwarfsextract {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::Generate;
+    use crate::args::Generate;
 
     fn argv(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()

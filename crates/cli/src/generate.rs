@@ -2,35 +2,11 @@
 //! personalities, and shell completion scripts, all made from the same
 //! clap definitions that parse the command lines.
 
-use crate::args::Cli;
+use crate::args::{Cli, Generate, GenerateArgs, VERSION};
 use anyhow::{bail, Context, Result};
-use clap::{CommandFactory, ValueEnum};
+use clap::CommandFactory;
 use clap_complete::Shell;
-use std::path::{Path, PathBuf};
-
-/// What `--generate` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Generate {
-    /// Man pages (hoard.1, hoard-create.1, ..., mkdwarfs.1, dwarfs.1,
-    /// dwarfsck.1, dwarfsextract.1) into the --out directory.
-    Man,
-    /// A bash completion script: hoard's to standard output, or with --out
-    /// one for each of hoard, mkdwarfs, dwarfs, dwarfsck and dwarfsextract.
-    CompleteBash,
-    /// A zsh completion script (as for complete-bash).
-    CompleteZsh,
-    /// A fish completion script (as for complete-bash).
-    CompleteFish,
-}
-
-/// `--generate WHAT [--out DIR]`.
-#[derive(Debug)]
-pub struct GenerateArgs {
-    /// What to write.
-    pub what: Generate,
-    /// Where man pages or completion scripts go.
-    pub out: Option<PathBuf>,
-}
+use std::path::Path;
 
 /// Writes the man pages, or prints or writes the completion scripts.
 pub fn run(args: &GenerateArgs) -> Result<u8> {
@@ -97,7 +73,7 @@ fn write_pages(cmd: clap::Command, dir: &Path) -> Result<()> {
     let man = clap_mangen::Man::new(cmd)
         .date(env!("HOARD_DATE"))
         .manual("hoard")
-        .source(format!("hoard {}", crate::VERSION));
+        .source(format!("hoard {}", VERSION));
     let path = dir.join(man.get_filename());
     let mut page = Vec::new();
     man.render(&mut page)?;

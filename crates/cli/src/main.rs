@@ -14,12 +14,9 @@ mod generate;
 mod manifest;
 mod pool;
 mod section_hash;
+mod size;
 mod target;
 mod trust;
-
-/// The version and, when built from a git checkout, the commit:
-/// `0.1.0 (84a5946)` (see build.rs).
-pub const VERSION: &str = env!("HOARD_VERSION");
 
 use std::process::ExitCode;
 

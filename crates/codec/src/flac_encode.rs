@@ -6,7 +6,7 @@
 //! layout comes from the block's category metadata, DwarFS's JSON for
 //! `pcmaudio/waveform`.
 
-use crate::spec::Compressor;
+use crate::compressor::Compressor;
 use crate::{failed, varint, CodecError};
 use hoard_format::section::Compression;
 

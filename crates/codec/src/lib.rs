@@ -22,6 +22,7 @@
 //! | ricepp | varint size, thrift-compact `ricepp_block_header`, then the Rice bitstream |
 
 mod brotli;
+mod compressor;
 mod crc;
 mod flac;
 mod flac_encode;
@@ -44,8 +45,9 @@ mod versions;
 mod zstd;
 mod zstd_encode;
 
+pub use compressor::Compressor;
 pub use partial::{partial_decoder, PartialDecoder};
-pub use spec::{compressor_from_spec, Compressor};
+pub use spec::compressor_from_spec;
 pub use versions::library_versions;
 
 use hoard_format::section::Compression;

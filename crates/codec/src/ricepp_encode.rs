@@ -8,7 +8,7 @@
 //! differences are zero it writes code 0, and when Rice coding would not
 //! beat the raw words it writes them raw.
 
-use crate::spec::Compressor;
+use crate::compressor::Compressor;
 use crate::{failed, varint, CodecError};
 use hoard_format::section::Compression;
 

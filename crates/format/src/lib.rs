@@ -9,6 +9,7 @@
 //! * [`metadata`] — the decoded file-system metadata of format v2.0–v2.5,
 //!   with packed tables already unpacked.
 //! * [`history`] — the HISTORY section.
+//! * [`mode`] — the file type bits of a mode.
 //! * [`inode_table`], [`string_list`] — compact in-memory forms of the
 //!   inode table and of the name and symlink lists.
 //! * [`object_attrs`] — file attributes kept as S3 objects' user
@@ -27,6 +28,7 @@ pub mod fsst;
 pub mod history;
 pub mod inode_table;
 pub mod metadata;
+pub mod mode;
 pub mod object_attrs;
 pub mod section;
 pub mod string_list;

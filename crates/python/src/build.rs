@@ -533,7 +533,7 @@ pub fn rewrite(
             .max(1),
         memory_limit: opts
             .take("memory_limit")?
-            .unwrap_or_else(hoard_writer::pipeline::default_memory_limit),
+            .unwrap_or_else(hoard_writer::options::default_memory_limit),
         history: history_entry(&opts, arguments, now)?,
         section_index: !opts.flag("no_section_index")?,
         trust,

@@ -5,7 +5,8 @@ use crate::build::{input_keys, output_options, Options};
 use crate::errors::image_error;
 use hoard_writer::history;
 use hoard_writer::level::Level;
-use hoard_writer::merge::{merge_reusing_blocks, Parts};
+use hoard_writer::merge::merge_reusing_blocks;
+use hoard_writer::options::{Input, Parts};
 use hoard_writer::CreateOptions;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -55,13 +56,11 @@ pub fn merge<'py>(
         },
     };
     spec.dedupe = dedupe;
-    let first = spec.images[0].clone();
-    let mut o = CreateOptions::at_level(first, image_path.clone(), level);
+    let mut o = CreateOptions::at_level(Input::Parts(spec), image_path.clone(), level);
     o.output = output_options(&opts, image_path)?;
     o.output.force |= force;
     (o.trust, o.identities, o.decrypt) = input_keys(&opts)?;
     opts.finish("merge")?;
-    o.merge = Some(spec);
     o.categorize = None;
     let now = history::now().map_err(|e| PyValueError::new_err(e.to_string()))?;
     o.history = Some(history::this_run(

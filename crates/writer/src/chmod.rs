@@ -4,8 +4,7 @@
 //! directories or to everything else. `norm` stands for `ug-st,=Xr`.
 //! Without `ugoa`, a clause applies to all (no umask is involved).
 
-const S_IFMT: u32 = 0o170000;
-const S_IFDIR: u32 = 0o040000;
+use hoard_format::mode::{S_IFDIR, S_IFMT};
 
 /// Which entries a clause applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,8 +135,7 @@ impl Change {
 mod tests {
     use super::*;
 
-    const DIR: u32 = 0o040000;
-    const REG: u32 = 0o100000;
+    use hoard_format::mode::{S_IFDIR as DIR, S_IFREG as REG};
 
     fn ch(spec: &str, mode: u32) -> u32 {
         Chmod::parse(spec).unwrap().apply(mode)

@@ -5,7 +5,7 @@
 //! the ordering stage needs each content's nilsimsa digest (see
 //! [`dedupe`] for how that is read once a content).
 
-use crate::order::{Nilsimsa, NilsimsaHasher, NILSIMSA_MIN_SIZE};
+use crate::nilsimsa::{Nilsimsa, NilsimsaHasher, NILSIMSA_MIN_SIZE};
 use crate::tree::{Source, Tree};
 use rayon::prelude::*;
 use smallvec::SmallVec;

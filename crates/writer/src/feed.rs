@@ -1,7 +1,8 @@
 //! Reading a file's bytes into the segmenter: one range of it (a
 //! fragment), holes as holes where the file is sparse.
 
-use crate::segment::{BlockSink, PieceList, Segmenter};
+use crate::piece::PieceList;
+use crate::segment::{BlockSink, Segmenter};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::Path;

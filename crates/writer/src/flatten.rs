@@ -1,133 +1,29 @@
-//! Stage 1 for a stack of images (`hoard rewrite LOWER... UPPER -o
-//! FLAT`): the merged tree of the layers (overlayfs rules, see
-//! `hoard_reader::stack`) becomes the [`Tree`] a
-//! directory scan gives, as an archive's does: file contents are read
-//! from the images into a spool beside the output (each file once; the
-//! later stages read them more than once, in an order of their own).
-//! Devices, fifos and sockets are kept, and hard links stay links.
-//!
-//! [`flatten_reusing_blocks`] does without the segmenter: the blocks the
-//! merged tree uses are copied from the layers as they are (compressed,
-//! renumbered, their categories kept; blocks only hidden files use are
-//! left out), and the metadata points each file at its chunks there.
-//! [`crate::merge`] reuses its pieces.
+//! `hoard rewrite LOWER... UPPER -o FLAT` without the segmenter: the
+//! merged tree of a stack of images (read by `input::stack`)
+//! written with the blocks it uses copied from the layers as they are
+//! (compressed, renumbered, their categories kept; blocks only hidden
+//! files use are left out), and the metadata pointing each file at its
+//! chunks there. [`crate::merge`] reuses its pieces.
 
-use crate::archive::{Builder, Member, MemberKind, Spool};
+use crate::archive::{Builder, Spool};
 use crate::dedupe::{Content, Deduped};
+use crate::input::stack::{add_stack, image_error, image_scan_options, open};
 use crate::metadata::Inputs;
+use crate::options::{CreateOptions, Input};
 use crate::output::ImageFile;
-use crate::pipeline::{build_metadata, write_history, write_metadata, CreateOptions, Summary};
+use crate::piece::{Piece, PieceList};
 use crate::rewrite::block_category;
-use crate::scan::{ScanOptions, ScanProgress, Scanned};
-use crate::segment::{Piece, PieceList};
-use crate::tree::{Attrs, Time, Tree};
+use crate::scan::{ScanProgress, Scanned};
+use crate::sections::{build_metadata, write_history, write_metadata};
+use crate::summary::Summary;
+use crate::tree::Tree;
 use crate::{Error, Result};
 use hoard_format::metadata::Metadata;
 use hoard_format::section::SectionType;
-use hoard_reader::{Extent, FileKind, Filesystem, Located, Stack, View, ViewExt};
+use hoard_reader::{Extent, Filesystem, Located};
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Opens the stack of the images `options.flatten` names (bottom first).
-fn open(options: &CreateOptions) -> Result<Stack> {
-    // Read as it is: the front end checked the layers lie on each other.
-    let cache = crate::inputs::block_cache()?;
-    crate::inputs::open_stack(&options.flatten, options, &cache, true)
-}
-
-fn image_error(e: hoard_reader::Error) -> Error {
-    Error::Input(e.to_string())
-}
-
-/// Reads the stack of the images `options.flatten` names (bottom first)
-/// into a tree, as `scan` says.
-pub fn scan_stack(
-    options: &CreateOptions,
-    scan: &ScanOptions,
-    progress: &ScanProgress,
-) -> Result<Scanned> {
-    let stack = open(options)?;
-    let scan = image_scan_options(scan);
-    let spool = Spool::new(scan.spool_dir.as_deref())?;
-    let mut builder = Builder::new(&scan, options.filter.as_ref(), progress, spool);
-    add_stack(&mut builder, &stack, b"", &mut spool_contents)?;
-    Ok(builder.finish())
-}
-
-/// Copies the contents of the file at `at` (`size` bytes) to `spool`.
-pub(crate) fn spool_contents(spool: &mut Spool, at: &Located, size: u64) -> Result<PathBuf> {
-    let mut contents = Contents {
-        fs: at.fs.clone(),
-        ino: at.ino,
-        offset: 0,
-    };
-    spool.store(&mut contents, size, true)
-}
-
-/// `options` for reading images: devices, fifos and sockets are kept.
-pub(crate) fn image_scan_options(options: &ScanOptions) -> ScanOptions {
-    let mut options = options.clone();
-    options.with_devices = true;
-    options.with_specials = true;
-    options
-}
-
-/// Adds the tree of `stack` to `builder`, its root at `prefix` (empty:
-/// the root); `contents` gives each regular file (the first of its
-/// names) the path its contents are read from.
-pub(crate) fn add_stack(
-    builder: &mut Builder<'_>,
-    stack: &Stack,
-    prefix: &[u8],
-    contents: &mut dyn FnMut(&mut Spool, &Located, u64) -> Result<PathBuf>,
-) -> Result<()> {
-    let nodes = stack.walk(stack.root(), prefix).map_err(image_error)?;
-    // The first path of each regular file, for its other names.
-    let mut first_path: HashMap<u64, Vec<u8>> = HashMap::new();
-    for node in nodes {
-        let st = stack.stat(node.ino).map_err(image_error)?;
-        let kind = match node.kind {
-            FileKind::Directory => MemberKind::Dir,
-            FileKind::Regular => match first_path.get(&node.ino) {
-                Some(first) => MemberKind::HardLink(first.clone()),
-                None => {
-                    first_path.insert(node.ino, node.path.clone());
-                    let at = stack.locate(node.ino).map_err(image_error)?;
-                    let source = contents(&mut builder.spool, &at, st.size)?;
-                    MemberKind::File {
-                        source,
-                        size: st.size,
-                    }
-                }
-            },
-            FileKind::Symlink => {
-                MemberKind::Symlink(stack.readlink(node.ino).map_err(image_error)?)
-            }
-            FileKind::CharDevice | FileKind::BlockDevice => MemberKind::Device(st.rdev),
-            FileKind::Fifo | FileKind::Socket => MemberKind::Special,
-        };
-        let time = |t: hoard_reader::Time| Time {
-            sec: t.sec,
-            nsec: t.nsec,
-        };
-        builder.add(Member {
-            path: node.path,
-            kind,
-            attrs: Attrs {
-                mode: st.mode,
-                uid: st.uid,
-                gid: st.gid,
-                atime: time(st.atime),
-                mtime: time(st.mtime),
-                ctime: time(st.ctime),
-            },
-            xattrs: stack.xattrs(node.ino).map_err(image_error)?,
-        })?;
-    }
-    Ok(())
-}
 
 /// Where the regular files of a tree built with [`FileLocations::record`]
 /// have their contents: the layer and inode of each, by the number its
@@ -204,11 +100,14 @@ pub(crate) fn stored_contents(
     Ok(stored)
 }
 
-/// Writes the merged tree of the stack `options.flatten` as one image
-/// with the layers' blocks copied as they are (`options`' compression
-/// applies to the metadata only).
+/// Writes the merged tree of the stack `options.input` names as one
+/// image with the layers' blocks copied as they are (`options`'
+/// compression applies to the metadata only).
 pub fn flatten_reusing_blocks(options: &CreateOptions) -> Result<Summary> {
-    let stack = open(options)?;
+    let Input::Stack(paths) = &options.input else {
+        return Err(Error::Input("no images to flatten".into()));
+    };
+    let stack = open(paths, options)?;
     let layers = stack.layers();
     let image = ImageFile::create(&options.output)?;
     let scan = image_scan_options(&options.scan);
@@ -362,22 +261,4 @@ fn index_of(list: &mut Vec<String>, s: &str) -> u32 {
         list.len() - 1
     });
     i as u32
-}
-
-/// A regular file of an image, read from the start.
-struct Contents {
-    fs: Arc<Filesystem>,
-    ino: u32,
-    offset: u64,
-}
-
-impl Read for Contents {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self
-            .fs
-            .read(self.ino, self.offset, buf)
-            .map_err(std::io::Error::other)?;
-        self.offset += n as u64;
-        Ok(n)
-    }
 }

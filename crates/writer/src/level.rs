@@ -29,12 +29,18 @@
 //!   archives (jars, wheels, ...) in blocks of their own, where the
 //!   names they hold compress together.
 //!
-//! Level 7 is the default.
+//! Level 7 is the default. [`CreateOptions::at_level`] makes the options
+//! of a level.
 
-use crate::categorize::Categorizer;
+use crate::categorize::{CategorizeOptions, Categorizer};
+use crate::metadata::AttrOptions;
+use crate::options::{default_memory_limit, CategorySettings, CreateOptions, Input};
 use crate::order::{NilsimsaOptions, Order};
-use crate::pipeline::CategorySettings;
+use crate::output::OutputOptions;
+use crate::scan::ScanOptions;
+use hoard_format::write::PackOptions;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// The settings one level stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +198,46 @@ impl Level {
     /// The settings of level `n` (0 to 9).
     pub fn get(n: u8) -> Option<Level> {
         LEVELS.get(n as usize).copied()
+    }
+}
+
+impl CreateOptions {
+    /// The options of compression level `level` (0 to 9), reading
+    /// `input` (a path: see [`Input::Path`]) and writing `output`.
+    pub fn at_level(input: impl Into<Input>, output: PathBuf, level: Level) -> Self {
+        CreateOptions {
+            input: input.into(),
+            output: OutputOptions::to(output),
+            block_size_bits: level.block_size_bits,
+            data_compression: level.data.into(),
+            metadata_compression: level.metadata.into(),
+            small_metadata_compression: level.small_metadata.map(Into::into),
+            schema_compression: level.schema.into(),
+            window_bits: level.window_bits,
+            window_step_shift: level.window_step_shift,
+            lookback: 1,
+            order: level.order,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_limit: default_memory_limit(),
+            scan: ScanOptions::default(),
+            filter: None,
+            attrs: AttrOptions::default(),
+            sparse: true,
+            pack: PackOptions::default(),
+            history: None,
+            section_index: true,
+            trust: None,
+            identities: None,
+            decrypt: false,
+            categorize: (!level.categorizers.is_empty()).then(|| CategorizeOptions {
+                categorizers: level.categorizers.to_vec(),
+                incompressible: Default::default(),
+            }),
+            per_category: BTreeMap::new(),
+            category_names: true,
+            category_metadata: true,
+            delta: None,
+        }
     }
 }
 

@@ -4,8 +4,8 @@
 //! one (`pcmaudio/waveform::flac:level=8`), as DwarFS's do. Errors are one
 //! line naming the option as the caller calls it (`-C` or `compression`).
 
+use crate::options::CreateOptions;
 use crate::order::Order;
-use crate::CreateOptions;
 use std::collections::BTreeMap;
 
 /// The values of one per-stream option, split by category.
@@ -244,6 +244,7 @@ pub fn parse_resolution(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn values_split_by_category() {
@@ -265,7 +266,7 @@ mod tests {
     #[test]
     fn stream_options_set_general_and_per_category_values() {
         let mut o = CreateOptions::at_level(
-            "in".into(),
+            PathBuf::from("in"),
             "out".into(),
             crate::level::Level::get(5).unwrap(),
         );

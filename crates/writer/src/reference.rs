@@ -23,7 +23,8 @@
 //! [`renumber`] moves them past the layer's own blocks once their number
 //! is known.
 
-use crate::segment::{Bloom, Piece, PieceList, Roller, SegmentConfig, WideWindowIndex};
+use crate::piece::{Piece, PieceList};
+use crate::rolling::{Bloom, Roller, WideWindowIndex};
 use crate::{Error, Result};
 use hoard_format::xattrs::Xattr;
 use hoard_reader::delta::{encode_dependencies, Dependency, DEPENDS_XATTR};
@@ -53,15 +54,16 @@ pub struct References {
 impl References {
     /// Reads and indexes the blocks of the images of `base` (see the
     /// module doc), the top image's first, as many as `budget` bytes
-    /// hold, for segmenters with `config`'s window and step; `names` are
-    /// the images' file names, bottom first.
+    /// hold, for segmenters of windows of `window` bytes every `step`
+    /// bytes; `names` are the images' file names, bottom first.
     pub fn load(
         base: &Stack,
         names: &[String],
-        config: &SegmentConfig,
+        window: usize,
+        step: usize,
         budget: u64,
     ) -> Result<References> {
-        let (window, step) = (config.window, config.step.max(1));
+        let step = step.max(1);
         let total: u64 = base.layers().iter().map(|fs| fs.block_count() as u64).sum();
         if total >= u64::from(FIRST_REFERENCE) {
             return Err(Error::Input("the base images have too many blocks".into()));
@@ -147,9 +149,10 @@ impl References {
         self.blocks.is_empty()
     }
 
-    /// Whether a segmenter with `config` may match against these.
-    pub(crate) fn fits(&self, config: &SegmentConfig) -> bool {
-        config.window == self.window && config.step.max(1) == self.step && self.window > 0
+    /// Whether a segmenter of windows of `window` bytes every `step`
+    /// bytes may match against these.
+    pub(crate) fn fits(&self, window: usize, step: usize) -> bool {
+        window == self.window && step.max(1) == self.step && self.window > 0
     }
 
     /// Whether a window of hash `h` may be in the references.

@@ -9,8 +9,8 @@
 use crate::blocks::{compress_blocks, compressor_memory, BlockProgress, PoolLimits, StreamCodec};
 use crate::chmod::Chmod;
 use crate::output::{ImageFile, OutputOptions};
-use crate::pipeline::{metadata_widths, pack_section};
-use crate::{Error, Result};
+use crate::sections::{metadata_widths, pack_section};
+use crate::{compressor, Error, Result};
 use hoard_format::history::{decode_history, HistoryEntry};
 use hoard_format::metadata::Metadata;
 use hoard_format::section::SectionType;
@@ -217,7 +217,7 @@ pub fn rewrite(
                     let spec = name
                         .and_then(|n| options.per_category.get(n))
                         .unwrap_or(spec);
-                    hoard_codec::compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))
+                    compressor(spec)
                 })
                 .collect::<Result<Vec<_>>>()?;
             let codecs: Vec<StreamCodec<'_>> = streams
@@ -228,8 +228,7 @@ pub fn rewrite(
                     metadata: metadata.map(String::from),
                 })
                 .collect();
-            let fallback =
-                hoard_codec::compressor_from_spec(spec).map_err(|e| Error::Input(e.to_string()))?;
+            let fallback = compressor(spec)?;
             let in_flight = (options.memory_limit / block_size.max(1) as u64)
                 .clamp(1, 4 * options.workers.max(1) as u64) as usize;
             let limits = PoolLimits {

@@ -10,55 +10,11 @@
 //! backwards and forwards as far as the bytes agree, so matches are at least
 //! `window` bytes long and usually much longer.
 
+use crate::piece::{push, Piece, PieceList};
 use crate::reference::References;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use crate::rolling::{Bloom, Roller, WindowIndex};
+use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// Window hashes are already well mixed: use them as their own hash.
-#[derive(Default)]
-pub(crate) struct SelfHasher(u64);
-
-impl Hasher for SelfHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-/// Window hash -> offset of the first window with it in a block.
-type WindowIndex = HashMap<u32, u32, BuildHasherDefault<SelfHasher>>;
-
-/// Window hash -> a value of the caller's (see [`crate::reference`]).
-pub(crate) type WideWindowIndex = HashMap<u32, u64, BuildHasherDefault<SelfHasher>>;
-
-/// The pieces of one content (or fragment), in order: most small files
-/// are one piece, kept inline (a `Vec` of one took 24 bytes and a
-/// 64-byte allocation).
-pub type PieceList = smallvec::SmallVec<[Piece; 1]>;
-
-/// One piece of a file's content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Piece {
-    /// Bytes in a block.
-    Data {
-        /// Block number.
-        block: u32,
-        /// Offset in the block.
-        offset: u32,
-        /// Length.
-        size: u32,
-    },
-    /// A hole of zeros (sparse files).
-    Hole(u64),
-}
 
 /// Settings of the segmenter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,81 +124,6 @@ pub trait BlockSink {
     }
 }
 
-/// Random values for the rolling hash, from a fixed seed.
-fn byte_table() -> [u32; 256] {
-    let mut t = [0u32; 256];
-    let mut s: u64 = 0x9e37_79b9_7f4a_7c15;
-    for v in t.iter_mut() {
-        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        *v = (z ^ (z >> 31)) as u32;
-    }
-    t
-}
-
-/// A buzhash over a fixed window.
-#[derive(Clone)]
-pub(crate) struct Roller {
-    table: [u32; 256],
-    /// Rotation applied to the byte leaving the window.
-    out_rot: u32,
-}
-
-impl Roller {
-    pub(crate) fn new(window: usize) -> Self {
-        Roller {
-            table: byte_table(),
-            out_rot: (window % 32) as u32,
-        }
-    }
-
-    pub(crate) fn hash(&self, data: &[u8]) -> u32 {
-        data.iter()
-            .fold(0u32, |h, &b| h.rotate_left(1) ^ self.table[b as usize])
-    }
-
-    #[inline]
-    pub(crate) fn roll(&self, h: u32, out: u8, inp: u8) -> u32 {
-        h.rotate_left(1)
-            ^ self.table[out as usize].rotate_left(self.out_rot)
-            ^ self.table[inp as usize]
-    }
-}
-
-/// A one-hash bloom filter over window hashes.
-pub(crate) struct Bloom {
-    bits: Vec<u64>,
-    mask: u32,
-}
-
-impl Bloom {
-    pub(crate) fn new(entries: usize) -> Self {
-        let nbits = (entries.max(64) * 16).next_power_of_two().min(1 << 31);
-        Bloom {
-            bits: vec![0; nbits / 64],
-            mask: (nbits - 1) as u32,
-        }
-    }
-
-    fn clear(&mut self) {
-        self.bits.fill(0);
-    }
-
-    #[inline]
-    pub(crate) fn insert(&mut self, h: u32) {
-        let b = h.rotate_left(7) & self.mask;
-        self.bits[(b >> 6) as usize] |= 1 << (b & 63);
-    }
-
-    #[inline]
-    pub(crate) fn maybe(&self, h: u32) -> bool {
-        let b = h.rotate_left(7) & self.mask;
-        self.bits[(b >> 6) as usize] & (1 << (b & 63)) != 0
-    }
-}
-
 /// A finished block kept for matching.
 struct Kept {
     number: u32,
@@ -304,7 +185,7 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
     /// Also matches new data against `references` (when they were indexed
     /// with this segmenter's window and step).
     pub fn with_references(mut self, references: &'a References) -> Self {
-        if references.fits(&self.config) {
+        if references.fits(self.config.window, self.config.step) {
             self.references = Some(references);
         }
         self
@@ -551,30 +432,6 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
         };
         Ok((self.first_block + parts as u32, self.stats, Some(split)))
     }
-}
-
-/// Appends `piece` to `out`, merging it into the last piece when it
-/// continues it in the same block.
-fn push(out: &mut PieceList, piece: Piece) {
-    if let (
-        Some(Piece::Data {
-            block: b0,
-            offset: o0,
-            size: s0,
-        }),
-        Piece::Data {
-            block,
-            offset,
-            size,
-        },
-    ) = (out.last_mut(), piece)
-    {
-        if *b0 == block && *o0 + *s0 == offset {
-            *s0 += size;
-            return;
-        }
-    }
-    out.push(piece);
 }
 
 #[cfg(test)]

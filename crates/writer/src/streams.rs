@@ -6,12 +6,13 @@ use crate::blocks::Dispatch;
 use crate::categorize::{Category, Fragments};
 use crate::dedupe::Content;
 use crate::feed::{feed, Range};
+use crate::options::CreateOptions;
 use crate::order::{order, Order};
-use crate::pipeline::{check, compressor, CreateOptions};
+use crate::piece::PieceList;
 use crate::reference::References;
-use crate::segment::{BlockSink, PieceList, SegmentConfig, SegmentStats, Segmenter};
+use crate::segment::{BlockSink, SegmentConfig, SegmentStats, Segmenter};
 use crate::tree::Tree;
-use crate::Result;
+use crate::{check_cancel, compressor, Result};
 use hoard_codec::Compressor;
 use std::collections::HashMap;
 use std::path::Path;
@@ -177,7 +178,7 @@ impl Reader<'_> {
         let slots = layout.fragments.slots_of(c);
         for (slot, fragment) in slots.zip(layout.fragments.of(c)) {
             if fragment.category == category {
-                check(cancel)?;
+                check_cancel(cancel)?;
                 let range = Range {
                     start,
                     len: fragment.size,

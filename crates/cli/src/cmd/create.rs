@@ -2,8 +2,8 @@
 //! live progress display and a summary at the end. Exit status 2 when some
 //! entries could not be read (the image is still valid without them).
 
-use super::create_args::CreateArgs;
 use super::progress::{human_bytes, with_display};
+use crate::args::create::CreateArgs;
 use anyhow::{anyhow, Context, Result};
 use hoard_format::write::PackOptions;
 use hoard_writer::categorize::{CategorizeOptions, Categorizer, IncompressibleOptions};
@@ -18,9 +18,9 @@ use std::time::Instant;
 
 /// Builds an image; returns the exit code.
 pub fn run(args: &CreateArgs) -> Result<u8> {
-    let mut options = options(args)?;
+    let options = options(args)?;
     if args.debug_filter {
-        return debug_filter(args, options.filter.take());
+        return debug_filter(args, options);
     }
     refuse_existing_object(&args.output, args.force)?;
     let cancel = super::interrupt::exit_on_signals()?;
@@ -63,10 +63,10 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     if let Some(b) = args.block_size_bits {
         o.block_size_bits = b;
     }
-    if let Some(c) = &args.metadata_compression {
+    if let Some(c) = &args.codecs.metadata_compression {
         o.set_metadata_compression(c.clone());
     }
-    if let Some(c) = &args.schema_compression {
+    if let Some(c) = &args.codecs.schema_compression {
         o.schema_compression = c.clone();
     }
     if let Some(list) = &args.categorize {
@@ -86,7 +86,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     let given = |option, values| Given { option, values };
     let (window_size, window_step) = delta_windows(args);
     StreamOptions {
-        compression: given("-C", &args.compression),
+        compression: given("-C", &args.codecs.compression),
         window_size: given("-W", &window_size),
         window_step: given("-w", &window_step),
         lookback: given("-B", &args.lookback),
@@ -96,12 +96,7 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     .map_err(anyhow::Error::msg)?;
     o.category_names = !args.no_category_names;
     o.category_metadata = !args.no_category_names && !args.no_category_metadata;
-    if let Some(n) = args.workers {
-        o.workers = n.max(1);
-    }
-    if let Some(l) = args.memory_limit {
-        o.memory_limit = l as u64;
-    }
+    args.resources.apply(&mut o);
     o.scan.with_devices = args.with_devices;
     o.scan.with_specials = args.with_specials;
     o.scan.remove_empty_dirs = args.remove_empty_dirs;
@@ -166,41 +161,23 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
             refer_to_base: args.delta,
         });
     }
-    if !args.no_history {
-        o.history = Some(history::this_run(
-            std::env::args().collect(),
-            (!args.no_history_timestamps).then_some(now.max(0) as u64),
-        ));
-    }
+    o.history = args.history.entry(now);
     Ok(o)
 }
 
 /// `--debug-filter`: shows what the filters decide, builds nothing.
-fn debug_filter(args: &CreateArgs, filter: Option<Filter>) -> Result<u8> {
-    let mut filter = filter.unwrap_or_default();
+fn debug_filter(args: &CreateArgs, mut options: CreateOptions) -> Result<u8> {
+    let mut filter = options.filter.take().unwrap_or_default();
     filter.record();
+    options.filter = Some(filter);
     let scan_options = hoard_writer::scan::ScanOptions {
         with_devices: args.with_devices,
         with_specials: args.with_specials,
         no_xattrs: true,
         ..Default::default()
     };
-    if hoard_writer::archive::is_archive(&args.input) {
-        hoard_writer::archive::scan_archive(
-            &args.input,
-            &scan_options,
-            Some(&filter),
-            &Default::default(),
-        )?;
-    } else {
-        hoard_writer::scan::scan(
-            &args.input,
-            &scan_options,
-            Some(&filter),
-            &Default::default(),
-        )?;
-    }
-    for d in filter.decisions() {
+    hoard_writer::input::scan(&options, &scan_options, &Default::default())?;
+    for d in options.filter.iter().flat_map(Filter::decisions) {
         let slash = if d.is_dir { "/" } else { "" };
         let sign = if d.included { '+' } else { '-' };
         println!("{sign} /{}{slash}", String::from_utf8_lossy(&d.path));

@@ -7,7 +7,8 @@ use crate::args::MergeArgs;
 use anyhow::{anyhow, Context, Result};
 use hoard_writer::history;
 use hoard_writer::level::Level;
-use hoard_writer::merge::{merge_reusing_blocks, Parts};
+use hoard_writer::merge::merge_reusing_blocks;
+use hoard_writer::options::{Input, Parts};
 use hoard_writer::CreateOptions;
 
 /// Merges the parts; returns the exit code.
@@ -32,8 +33,7 @@ pub fn run(args: &MergeArgs) -> Result<u8> {
     };
     parts.dedupe = !args.no_dedupe;
     super::create::refuse_existing_object(&args.output, args.force)?;
-    let mut o = CreateOptions::at_level(parts.images[0].clone(), args.output.clone(), level);
-    o.merge = Some(parts);
+    let mut o = CreateOptions::at_level(Input::Parts(parts), args.output.clone(), level);
     // Contents are read from the images, where the categorizers, which
     // read files, have nothing to look at.
     o.categorize = None;

@@ -3,7 +3,6 @@
 mod cat;
 mod check;
 pub mod create;
-pub mod create_args;
 mod diff;
 mod extract;
 mod info;

@@ -1,7 +1,7 @@
 //! The live progress display of `hoard create`: phase, counts, bytes,
 //! rates and ETA, redrawn a few times a second on standard error.
 
-use hoard_writer::pipeline::Phase;
+use hoard_writer::progress::Phase;
 use hoard_writer::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::sync::atomic::Ordering;

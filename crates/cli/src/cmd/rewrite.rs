@@ -2,8 +2,8 @@
 //! blocks and/or metadata, optionally rebuilding the metadata with new
 //! owner, time, permission and packing options.
 
-use super::create_args::RewriteArgs;
 use super::progress::human_bytes;
+use crate::args::create::RewriteArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use hoard_format::write::PackOptions;
 use hoard_writer::chmod::Chmod;
@@ -11,7 +11,7 @@ use hoard_writer::history;
 use hoard_writer::level::Level;
 use hoard_writer::parse::{parse_time, split};
 use hoard_writer::rewrite::{rewrite, Rebuild, RewriteOptions};
-use hoard_writer::CreateOptions;
+use hoard_writer::{CreateOptions, Input};
 
 /// Rewrites an image (or flattens a stack of them); returns the exit
 /// code.
@@ -52,7 +52,7 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         })
         .transpose()?;
     let compression =
-        split("-C", &args.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
+        split("-C", &args.codecs.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
     let keys = args.keys.load()?;
     let options = RewriteOptions {
         input: input.clone(),
@@ -66,28 +66,27 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
         }),
         per_category: compression.per_category,
         metadata_compression: metadata.then(|| {
-            args.metadata_compression
+            args.codecs
+                .metadata_compression
                 .clone()
                 .unwrap_or_else(|| level.metadata.into())
         }),
         schema_compression: args
+            .codecs
             .schema_compression
             .clone()
             .unwrap_or_else(|| level.schema.into()),
         rebuild,
         pack: PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?,
         workers: args
+            .resources
             .workers
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         memory_limit: args
+            .resources
             .memory_limit
-            .map_or_else(hoard_writer::pipeline::default_memory_limit, |l| l as u64),
-        history: (!args.no_history).then(|| {
-            history::this_run(
-                std::env::args().collect(),
-                (!args.no_history_timestamps).then_some(now.max(0) as u64),
-            )
-        }),
+            .map_or_else(hoard_writer::options::default_memory_limit, |l| l as u64),
+        history: args.history.entry(now),
         section_index: !args.no_section_index,
         trust: keys.trust,
         identities: keys.identities,
@@ -120,13 +119,13 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
         "metadata" | "none" => true,
         other => bail!("--recompress '{other}': expected all, block, metadata or none"),
     };
-    let mut o = CreateOptions::at_level(args.inputs[0].clone(), args.output.clone(), level);
-    o.flatten = args.inputs.clone();
+    let input = Input::Stack(args.inputs.clone());
+    let mut o = CreateOptions::at_level(input, args.output.clone(), level);
     o.output = args.protect.options(&args.output, args.force, args.fsync)?;
     args.keys.apply(&mut o)?;
     // Checked here: the writer reads the stack as it is.
-    let cache = hoard_writer::inputs::block_cache()?;
-    drop(hoard_writer::inputs::open_stack(
+    let cache = hoard_writer::input::images::block_cache()?;
+    drop(hoard_writer::input::images::open_stack(
         &args.inputs,
         &o,
         &cache,
@@ -136,31 +135,22 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     // categorizers, which read files, have nothing to look at.
     o.categorize = None;
     let compression =
-        split("-C", &args.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
+        split("-C", &args.codecs.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
     if let Some(c) = compression.general {
         o.data_compression = c;
     }
-    if let Some(c) = &args.metadata_compression {
+    if let Some(c) = &args.codecs.metadata_compression {
         o.metadata_compression = c.clone();
     }
-    if let Some(c) = &args.schema_compression {
+    if let Some(c) = &args.codecs.schema_compression {
         o.schema_compression = c.clone();
     }
-    if let Some(n) = args.workers {
-        o.workers = n.max(1);
-    }
-    if let Some(l) = args.memory_limit {
-        o.memory_limit = l as u64;
-    }
+    args.resources.apply(&mut o);
     o.pack = PackOptions::parse(&args.pack_metadata).map_err(anyhow::Error::msg)?;
     o.section_index = !args.no_section_index;
-    let now = history::now().map_err(anyhow::Error::msg)?;
-    if !args.no_history {
-        o.history = Some(history::this_run(
-            std::env::args().collect(),
-            (!args.no_history_timestamps).then_some(now.max(0) as u64),
-        ));
-    }
+    o.history = args
+        .history
+        .entry(history::now().map_err(anyhow::Error::msg)?);
     let cancel = super::interrupt::exit_on_signals()?;
     let summary = if reuse_blocks {
         hoard_writer::flatten::flatten_reusing_blocks(&o)

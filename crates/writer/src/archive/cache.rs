@@ -97,13 +97,14 @@ enum Cached {
 
 /// The build that packs an archive into the cache.
 pub struct Pack {
+    archive: PathBuf,
     options: CreateOptions,
 }
 
 impl Pack {
     /// The archive packed.
     pub fn archive(&self) -> &Path {
-        &self.options.input
+        &self.archive
     }
 
     /// Where the image will be.
@@ -162,7 +163,10 @@ impl ArchiveCache {
         options.scan.with_devices = true;
         options.scan.with_specials = true;
         options.scan.spool_dir = Some(self.dir.clone());
-        Ok(Cached::ToPack(Box::new(Pack { options })))
+        Ok(Cached::ToPack(Box::new(Pack {
+            archive: archive.to_path_buf(),
+            options,
+        })))
     }
 
     /// The cache key of the archive at `path`.

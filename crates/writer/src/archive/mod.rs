@@ -1,6 +1,7 @@
 //! Stage 1 for an archive input: any archive libarchive reads (tar, cpio,
 //! zip, 7z, ISO 9660, RPM, ar, ... behind any of its filters; see
-//! `hoard-archive`), from a file or standard input, becomes the same
+//! `hoard-archive`), from a file, standard input or a URL (which
+//! [`crate::input`] opens), becomes the same
 //! [`Tree`](crate::tree::Tree) a directory scan gives. Owners, modes,
 //! times, devices, links and extended attributes come from the archive.
 //!
@@ -27,48 +28,9 @@ use crate::{Error, Result};
 pub(crate) use builder::{Builder, Member, MemberKind};
 use hoard_archive::{ArchiveReader, Kind};
 pub(crate) use spool::Spool;
-use std::path::Path;
 
-/// Whether `input` names an archive rather than a directory: `-` (standard
-/// input) or anything but a directory.
-pub fn is_archive(input: &Path) -> bool {
-    input.as_os_str() == "-" || std::fs::metadata(input).is_ok_and(|m| !m.is_dir())
-}
-
-/// Reads the archive at `input` (`-`: standard input) into a tree.
+/// Reads the members of the archive `reader` reads into a tree.
 pub fn scan_archive(
-    input: &Path,
-    options: &ScanOptions,
-    filter: Option<&Filter>,
-    progress: &ScanProgress,
-) -> Result<Scanned> {
-    let reader = if input.as_os_str() == "-" {
-        ArchiveReader::open_stream(Box::new(std::io::stdin()), "standard input")
-    } else {
-        ArchiveReader::open_file(input)
-    }
-    .map_err(|e| Error::Input(e.to_string()))?;
-    scan_reader(reader, options, filter, progress)
-}
-
-/// Reads the archive at `url` (`http://`, `https://`, `s3://bucket/key`)
-/// into a tree, streamed: fetched in order as it is read, never stored
-/// whole.
-pub fn scan_remote_archive(
-    url: &str,
-    options: &ScanOptions,
-    filter: Option<&Filter>,
-    progress: &ScanProgress,
-) -> Result<Scanned> {
-    let remote = hoard_remote::Options::from_env().map_err(Error::Input)?;
-    let stream = hoard_remote::stream::open_stream(url, &remote).map_err(Error::Input)?;
-    let reader = ArchiveReader::open_stream(Box::new(stream), url)
-        .map_err(|e| Error::Input(e.to_string()))?;
-    scan_reader(reader, options, filter, progress)
-}
-
-/// Reads the members of `reader` into a tree.
-fn scan_reader(
     mut reader: ArchiveReader,
     options: &ScanOptions,
     filter: Option<&Filter>,

@@ -2,7 +2,7 @@
 //! included; and the file-system size totals.
 
 use super::inodes::{ContentIndex, Inodes};
-use crate::segment::{Piece, PieceList};
+use crate::piece::{Piece, PieceList};
 use crate::tree::{Kind, Tree};
 use hoard_format::metadata::{Chunk, InodeSizeCache};
 

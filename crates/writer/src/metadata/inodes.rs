@@ -6,7 +6,7 @@
 //! whose content other files share, devices, then fifos and sockets.
 
 use crate::dedupe::Deduped;
-use crate::segment::{Piece, PieceList};
+use crate::piece::{Piece, PieceList};
 use crate::tree::{Kind, Tree};
 use std::collections::{BTreeSet, VecDeque};
 

@@ -18,7 +18,7 @@ pub(crate) use attrs::adjust;
 pub use attrs::AttrOptions;
 
 use crate::dedupe::Deduped;
-use crate::segment::PieceList;
+use crate::piece::PieceList;
 use crate::tree::Tree;
 use attrs::AttrTables;
 use chunks::{ChunkTables, Totals};

@@ -1,6 +1,9 @@
-//! The options of `hoard create`, which are also those of `mkdwarfs`.
+//! The options of `hoard create`, which are also those of `mkdwarfs`, and
+//! of `hoard rewrite`; the groups of options both take are shared.
 
 use clap::Args;
+use hoard_format::history::HistoryEntry;
+use hoard_writer::{history, CreateOptions};
 use std::path::PathBuf;
 
 /// `hoard create` / `mkdwarfs`.
@@ -27,16 +30,8 @@ pub struct CreateArgs {
     /// Block size as a power of two (10 to 30).
     #[arg(short = 'S', long = "block-size-bits")]
     pub block_size_bits: Option<u32>,
-    /// Block compression, e.g. `zstd:level=19`, `lzma:level=9:extreme`, `lz4hc`, `null`;
-    /// `CATEGORY::SPEC` for one category (repeatable).
-    #[arg(short = 'C', long = "compression")]
-    pub compression: Vec<String>,
-    /// Metadata compression.
-    #[arg(long = "metadata-compression")]
-    pub metadata_compression: Option<String>,
-    /// Schema and history compression.
-    #[arg(long = "schema-compression")]
-    pub schema_compression: Option<String>,
+    #[command(flatten)]
+    pub codecs: CodecArgs,
     /// Segmenter window size as a power of two; 0 turns segmenting off
     /// (`CATEGORY::BITS` for one category).
     #[arg(short = 'W', long = "window-size")]
@@ -61,10 +56,10 @@ pub struct CreateArgs {
           default_missing_value = hoard_writer::categorize::ALL_NAMES)]
     pub categorize: Option<String>,
     /// Smallest file checked for incompressibility (suffixes k, m, g).
-    #[arg(long, value_parser = crate::args::parse_size, default_value = "256")]
+    #[arg(long, value_parser = crate::size::parse_size, default_value = "256")]
     pub incompressible_min_input_size: usize,
     /// Bytes compressed at a time to check for incompressibility.
-    #[arg(long, value_parser = crate::args::parse_size, default_value = "1m")]
+    #[arg(long, value_parser = crate::size::parse_size, default_value = "1m")]
     pub incompressible_block_size: usize,
     /// Categorize incompressible parts of files, not only whole files.
     #[arg(long)]
@@ -82,12 +77,8 @@ pub struct CreateArgs {
     /// RICEPP on those blocks then).
     #[arg(long)]
     pub no_category_metadata: bool,
-    /// Compression threads (default: one per core).
-    #[arg(short = 'N', long = "num-workers")]
-    pub workers: Option<usize>,
-    /// Memory for blocks in flight (suffixes k, m, g; default: a quarter of RAM).
-    #[arg(short = 'L', long = "memory-limit", value_parser = crate::args::parse_size)]
-    pub memory_limit: Option<usize>,
+    #[command(flatten)]
+    pub resources: ResourceArgs,
     /// Include character and block devices.
     #[arg(long)]
     pub with_devices: bool,
@@ -144,12 +135,8 @@ pub struct CreateArgs {
     /// shared_files, names, names_index, symlinks, symlinks_index, force, plain.
     #[arg(short = 'P', long = "pack-metadata", default_value = "auto")]
     pub pack_metadata: String,
-    /// Do not record this run in the image's history.
-    #[arg(long)]
-    pub no_history: bool,
-    /// Do not record the time of this run in the history.
-    #[arg(long)]
-    pub no_history_timestamps: bool,
+    #[command(flatten)]
+    pub history: HistoryArgs,
     /// Do not record the creation time in the metadata.
     #[arg(long)]
     pub no_create_timestamp: bool,
@@ -212,6 +199,13 @@ pub struct CreateArgs {
 
 /// `hoard rewrite` (also `mkdwarfs --recompress`).
 #[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("compression", |a| a.help(
+        "Block compression; `CATEGORY::SPEC` for the blocks of one category (repeatable)"
+    )),
+    mut_arg("memory_limit", |a| a.help("Memory for blocks in flight")),
+    mut_arg("no_history", |a| a.help("Do not add this run to the history"))
+)]
 pub struct RewriteArgs {
     /// The image to read; several are layers (bottom first) merged into
     /// one image (flattened).
@@ -242,16 +236,8 @@ pub struct RewriteArgs {
     /// they are.
     #[arg(long, default_value = "all")]
     pub recompress: String,
-    /// Block compression; `CATEGORY::SPEC` for the blocks of one category
-    /// (repeatable).
-    #[arg(short = 'C', long = "compression")]
-    pub compression: Vec<String>,
-    /// Metadata compression.
-    #[arg(long = "metadata-compression")]
-    pub metadata_compression: Option<String>,
-    /// Schema and history compression.
-    #[arg(long = "schema-compression")]
-    pub schema_compression: Option<String>,
+    #[command(flatten)]
+    pub codecs: CodecArgs,
     /// Re-apply --set-owner, --set-group, --set-time, --chmod and -P to the metadata.
     #[arg(long)]
     pub rebuild_metadata: bool,
@@ -270,18 +256,10 @@ pub struct RewriteArgs {
     /// Metadata packing (with --rebuild-metadata or metadata recompression).
     #[arg(short = 'P', long = "pack-metadata", default_value = "auto")]
     pub pack_metadata: String,
-    /// Compression threads (default: one per core).
-    #[arg(short = 'N', long = "num-workers")]
-    pub workers: Option<usize>,
-    /// Memory for blocks in flight.
-    #[arg(short = 'L', long = "memory-limit", value_parser = crate::args::parse_size)]
-    pub memory_limit: Option<usize>,
-    /// Do not add this run to the history.
-    #[arg(long)]
-    pub no_history: bool,
-    /// Do not record the time of this run in the history.
-    #[arg(long)]
-    pub no_history_timestamps: bool,
+    #[command(flatten)]
+    pub resources: ResourceArgs,
+    #[command(flatten)]
+    pub history: HistoryArgs,
     /// Do not write a section index.
     #[arg(long)]
     pub no_section_index: bool,
@@ -292,6 +270,68 @@ pub struct RewriteArgs {
     /// No live progress display.
     #[arg(long)]
     pub no_progress: bool,
+}
+
+/// Block, metadata and schema compression.
+#[derive(Debug, Clone, Args)]
+pub struct CodecArgs {
+    /// Block compression, e.g. `zstd:level=19`, `lzma:level=9:extreme`, `lz4hc`, `null`;
+    /// `CATEGORY::SPEC` for one category (repeatable).
+    #[arg(short = 'C', long = "compression")]
+    pub compression: Vec<String>,
+    /// Metadata compression.
+    #[arg(long = "metadata-compression")]
+    pub metadata_compression: Option<String>,
+    /// Schema and history compression.
+    #[arg(long = "schema-compression")]
+    pub schema_compression: Option<String>,
+}
+
+/// The threads and memory a build may take.
+#[derive(Debug, Clone, Args)]
+pub struct ResourceArgs {
+    /// Compression threads (default: one per core).
+    #[arg(short = 'N', long = "num-workers")]
+    pub workers: Option<usize>,
+    /// Memory for blocks in flight (suffixes k, m, g; default: a quarter of RAM).
+    #[arg(short = 'L', long = "memory-limit", value_parser = crate::size::parse_size)]
+    pub memory_limit: Option<usize>,
+}
+
+impl ResourceArgs {
+    /// Sets the threads and memory of `options` that are given.
+    pub fn apply(&self, options: &mut CreateOptions) {
+        if let Some(n) = self.workers {
+            options.workers = n.max(1);
+        }
+        if let Some(l) = self.memory_limit {
+            options.memory_limit = l as u64;
+        }
+    }
+}
+
+/// What the image's history records of this run.
+#[derive(Debug, Clone, Args)]
+pub struct HistoryArgs {
+    /// Do not record this run in the image's history.
+    #[arg(long)]
+    pub no_history: bool,
+    /// Do not record the time of this run in the history.
+    #[arg(long)]
+    pub no_history_timestamps: bool,
+}
+
+impl HistoryArgs {
+    /// The history entry of this run (at `now`, seconds since the epoch),
+    /// unless none is to be recorded.
+    pub fn entry(&self, now: i64) -> Option<HistoryEntry> {
+        (!self.no_history).then(|| {
+            history::this_run(
+                std::env::args().collect(),
+                (!self.no_history_timestamps).then_some(now.max(0) as u64),
+            )
+        })
+    }
 }
 
 impl CreateArgs {
@@ -306,19 +346,15 @@ impl CreateArgs {
             offset: hoard_reader::ImageOffset::Auto,
             level: self.level,
             recompress: what.to_string(),
-            compression: self.compression.clone(),
-            metadata_compression: self.metadata_compression.clone(),
-            schema_compression: self.schema_compression.clone(),
+            codecs: self.codecs.clone(),
             rebuild_metadata: self.rebuild_metadata,
             set_owner: self.set_owner,
             set_group: self.set_group,
             set_time: self.set_time.clone(),
             chmod: self.chmod.clone(),
             pack_metadata: self.pack_metadata.clone(),
-            workers: self.workers,
-            memory_limit: self.memory_limit,
-            no_history: self.no_history,
-            no_history_timestamps: self.no_history_timestamps,
+            resources: self.resources.clone(),
+            history: self.history.clone(),
             no_section_index: self.no_section_index,
             protect: self.protect.clone(),
             keys: self.keys.clone(),

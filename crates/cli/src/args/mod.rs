@@ -1,8 +1,16 @@
-//! Command-line arguments of `hoard`.
+//! Command-line arguments of `hoard`; those of `create` and `rewrite`
+//! (shared with the `mkdwarfs` personality) are in [`create`].
 
+pub mod create;
+
+use crate::size::parse_size;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hoard_reader::ImageOffset;
 use std::path::PathBuf;
+
+/// The version and, when built from a git checkout, the commit:
+/// `0.1.0 (84a5946)` (see build.rs).
+pub const VERSION: &str = env!("HOARD_VERSION");
 
 /// Pack directory trees into compressed read-only images, then mount,
 /// inspect, verify and extract them; DwarFS-compatible.
@@ -15,7 +23,7 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(
     name = "hoard",
-    version = crate::VERSION,
+    version = VERSION,
     override_usage = "hoard <COMMAND> [ARGS]\n       hoard --generate <WHAT> [--out <DIR>]",
     arg_required_else_help = true,
     args_conflicts_with_subcommands = true
@@ -26,7 +34,7 @@ pub struct Cli {
     /// completion script (hoard's to standard output; with --out DIR, those
     /// of hoard, mkdwarfs, dwarfs, dwarfsck and dwarfsextract).
     #[arg(long, value_enum, value_name = "WHAT")]
-    pub generate: Option<crate::generate::Generate>,
+    pub generate: Option<Generate>,
     /// The directory `--generate` writes the pages or scripts into
     /// (created if missing).
     #[arg(long, value_name = "DIR", requires = "generate")]
@@ -41,11 +49,11 @@ pub struct Cli {
 pub enum Command {
     /// `--generate`: man pages or a completion script.
     #[command(skip)]
-    Generate(crate::generate::GenerateArgs),
+    Generate(GenerateArgs),
     /// Pack a directory into an image.
-    Create(Box<crate::cmd::create_args::CreateArgs>),
+    Create(Box<create::CreateArgs>),
     /// Recompress an image, or rebuild its metadata.
-    Rewrite(crate::cmd::create_args::RewriteArgs),
+    Rewrite(create::RewriteArgs),
     /// Join images into one, copying their compressed blocks as they are.
     Merge(MergeArgs),
     /// Verify an image: section hashes and metadata consistency.
@@ -465,20 +473,28 @@ pub struct ExtractArgs {
     pub continue_on_error: bool,
 }
 
-/// Parses a byte count with an optional k/m/g suffix (powers of 1024).
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, shift) = match t.strip_suffix(['k', 'm', 'g', 't']) {
-        Some(n) => (
-            n,
-            10 * (1 + "kmgt".find(t.chars().last().unwrap_or('k')).unwrap_or(0)),
-        ),
-        None => (t.as_str(), 0),
-    };
-    let n: usize = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
-    n.checked_shl(shift as u32)
-        .filter(|v| v >> shift == n)
-        .ok_or_else(|| format!("size '{s}' is too large"))
+/// What `--generate` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generate {
+    /// Man pages (hoard.1, hoard-create.1, ..., mkdwarfs.1, dwarfs.1,
+    /// dwarfsck.1, dwarfsextract.1) into the --out directory.
+    Man,
+    /// A bash completion script: hoard's to standard output, or with --out
+    /// one for each of hoard, mkdwarfs, dwarfs, dwarfsck and dwarfsextract.
+    CompleteBash,
+    /// A zsh completion script (as for complete-bash).
+    CompleteZsh,
+    /// A fish completion script (as for complete-bash).
+    CompleteFish,
+}
+
+/// `--generate WHAT [--out DIR]`.
+#[derive(Debug)]
+pub struct GenerateArgs {
+    /// What to write.
+    pub what: Generate,
+    /// Where man pages or completion scripts go.
+    pub out: Option<PathBuf>,
 }
 
 #[cfg(test)]
@@ -500,14 +516,5 @@ mod tests {
                 sub.get_name()
             );
         }
-    }
-
-    #[test]
-    fn sizes_parse_with_suffixes() {
-        assert_eq!(parse_size("512"), Ok(512));
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("2M"), Ok(2 << 20));
-        assert_eq!(parse_size("1g"), Ok(1 << 30));
-        assert!(parse_size("x").is_err());
     }
 }

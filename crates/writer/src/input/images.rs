@@ -8,7 +8,7 @@
 //! output too or say [`CreateOptions::decrypt`], so that no key given
 //! for reading writes a plain image unasked.
 
-use crate::pipeline::CreateOptions;
+use crate::options::CreateOptions;
 use crate::{Error, Result};
 use hoard_reader::cache::BlockCache;
 use hoard_reader::open::{open, Form, Opened, Target};
