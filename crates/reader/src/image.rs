@@ -171,7 +171,7 @@ impl Image {
     /// claims meet `expect` (and have not expired), and every section but
     /// blocks matches it; loads are checked from then on. With recovery
     /// data, the signature is checked against the file as it is first,
-    /// then as repaired (see [`Image::verified`]).
+    /// then as repaired (see `Image::verified`).
     pub fn trusting(
         mut self,
         trusted: &hoard_trust::TrustedKeys,

@@ -18,7 +18,7 @@ pub struct Section {
     /// The header is not read yet (a BLOCK listed from the section index):
     /// its place, size, kind and number are known, its compression and
     /// checksums are read with its payload (in the same request from a
-    /// remote source). [`Image::sections`] lists every section with its
+    /// remote source). [`crate::Image::sections`] lists every section with its
     /// header.
     pub pending: bool,
 }

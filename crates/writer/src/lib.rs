@@ -23,7 +23,7 @@
 //!    settings, and the [`order`] of its contents;
 //! 5. `write_blocks` — the [`segment`]er appends contents to blocks,
 //!    referencing repeated ranges (found by the `rolling` hashes; in a
-//!    layer, also in the bases' blocks, [`reference`]), one stream after
+//!    layer, also in the bases' blocks, [`mod@reference`]), one stream after
 //!    the other, while [`blocks`] compresses them in parallel and writes
 //!    them in order; each content becomes a list of [`piece`]s;
 //! 6. `build_metadata` — [`metadata`] builds the tables; the tree and

@@ -10,7 +10,7 @@
 //! included. Elsewhere it, like every [`ScratchDir`], has a name with the
 //! process's id, `.hoard-{pid}-{n}.tmp` or `.hoard-{what}-{pid}-{n}`,
 //! and is held under a lock while in use: the next build in the same
-//! directory removes those whose process is gone ([`remove_stale`]).
+//! directory removes those whose process is gone (`remove_stale`).
 //!
 //! Each named one is listed while it lives, so that a process about to
 //! exit on a signal removes them all ([`remove_all`]) and leaves nothing
@@ -356,7 +356,7 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// A temporary directory, removed with what it holds when dropped, or
 /// by [`remove_all`], or, left by a killed build, by the next one
-/// ([`remove_stale`]).
+/// (`remove_stale`).
 #[derive(Debug)]
 pub struct ScratchDir {
     /// Held open under a lock while in use.
