@@ -87,13 +87,22 @@ impl Image {
     /// Opens the image in `path` and lists its sections. Errors do not
     /// name `path`: the caller does.
     pub fn open(path: &Path, options: &OpenOptions) -> Result<Self> {
-        let source = Source::open(path, !options.no_mmap)?;
-        let image = Self::from_source_sized(source, options.offset, options.image_size);
+        Self::open_source(|| Source::open(path, !options.no_mmap), options)
+    }
+
+    /// Opens the image `source` gives, as [`Image::open`] does: checked
+    /// against its signature, then unlocked. `source` is called a second
+    /// time when a signed image fails its check with its recovery data.
+    pub(crate) fn open_source(
+        source: impl Fn() -> Result<Source>,
+        options: &OpenOptions,
+    ) -> Result<Self> {
+        let image = Self::from_source_sized(source()?, options.offset, options.image_size);
         let image = match &options.trust {
             Some(trusted) => match image.and_then(|image| image.trusting(trusted, &options.expect))
             {
                 Ok(image) => image,
-                Err(e) => Self::open_as_it_is(path, options, trusted).map_err(|_| e)?,
+                Err(e) => Self::open_as_it_is(source()?, options, trusted).map_err(|_| e)?,
             },
             None if !options.expect.is_empty() => {
                 return Err(Error::Unsupported(
@@ -109,11 +118,10 @@ impl Image {
     /// without its recovery data: recovery data is not signed, and what
     /// it "repairs" may be what made the open fail.
     fn open_as_it_is(
-        path: &Path,
+        source: Source,
         options: &OpenOptions,
         trusted: &hoard_trust::TrustedKeys,
     ) -> Result<Self> {
-        let source = Source::open(path, !options.no_mmap)?;
         Self::list(source, options.offset, options.image_size, false)
             .map_err(|(e, _)| e)?
             .trusting(trusted, &options.expect)

@@ -59,3 +59,84 @@ fn encrypted_image_inputs_do_not_panic_and_its_seed_image_opens() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/encrypted_image/tiny.dwarfs");
     fuzzing::encrypted_image(&std::fs::read(seed).unwrap()).unwrap();
 }
+
+#[test]
+fn key_parsers_inputs_and_seeds_do_not_panic() {
+    replay("key_parsers", |data| {
+        fuzzing::key_text(data);
+        Ok::<(), ()>(())
+    });
+    for seed in seeds("key_parsers") {
+        fuzzing::key_text(&seed);
+    }
+}
+
+#[test]
+fn tampered_signed_seeds_answer_as_the_genuine_images() {
+    check_tampered("tampered_signed", fuzzing::tampered::signed_guard());
+}
+
+#[test]
+fn tampered_sealed_seeds_answer_as_the_genuine_images() {
+    check_tampered("tampered_sealed", fuzzing::tampered::sealed_guard());
+}
+
+/// The committed seeds of fuzz target `target`.
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(target);
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+/// The genuine images a tampering target starts from, opened under `guard`.
+fn genuine(
+    target: &str,
+    guard: fuzzing::tampered::Guard,
+    names: &[&str],
+) -> fuzzing::tampered::Genuine {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(target);
+    let images: Vec<Vec<u8>> = names
+        .iter()
+        .map(|name| std::fs::read(dir.join(name)).unwrap())
+        .collect();
+    let images: Vec<&[u8]> = images.iter().map(Vec::as_slice).collect();
+    fuzzing::tampered::Genuine::new(guard, &images)
+}
+
+/// Replays the seeds and saved inputs of a tampering target: the genuine
+/// images (`a.dwarfs`, `b.dwarfs`) open under `guard`, and no input
+/// answers a read with what no genuine image holds.
+fn check_tampered(target: &str, guard: fuzzing::tampered::Guard) {
+    let genuine = genuine(target, guard, &["a.dwarfs", "b.dwarfs"]);
+    for seed in seeds(target) {
+        genuine.check(&seed);
+    }
+    for path in inputs(target) {
+        genuine.check(&std::fs::read(path).unwrap());
+    }
+}
+
+/// The oracle sees a substitution: image b, signed with the same key,
+/// passed off as image a.
+#[test]
+#[should_panic(expected = "with what no genuine image holds")]
+fn tampered_signed_oracle_refuses_another_genuine_image() {
+    let only_a = genuine(
+        "tampered_signed",
+        fuzzing::tampered::signed_guard(),
+        &["a.dwarfs"],
+    );
+    let b = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/tampered_signed/b.dwarfs"),
+    )
+    .unwrap();
+    only_a.check(&b);
+}

@@ -69,11 +69,22 @@ impl SecretKey {
     pub fn load(path: &Path) -> Result<Self> {
         let text = read_key_file(path)?;
         warn_if_shared(path);
-        let named = |why: String| Error::Key(format!("secret key '{}': {why}", path.display()));
+        Self::from_text(&text)
+            .map_err(|why| Error::Key(format!("secret key '{}': {why}", path.display())))
+    }
+
+    /// Parses the contents of a secret key file (for tests and fuzzing:
+    /// real keys come from [`SecretKey::load`]).
+    pub fn parse(text: &str) -> Result<Self> {
+        Self::from_text(text).map_err(|why| Error::Key(format!("secret key: {why}")))
+    }
+
+    /// A key in hoard's format or an OpenSSH one, from a file's text.
+    fn from_text(text: &str) -> std::result::Result<Self, String> {
         if text.trim_start().starts_with(SSH_PRIVATE_BEGIN) {
-            return Self::from_openssh(&text).map_err(named);
+            return Self::from_openssh(text);
         }
-        Self::from_hoard_text(&text).map_err(named)
+        Self::from_hoard_text(text)
     }
 
     fn from_openssh(text: &str) -> std::result::Result<Self, String> {

@@ -52,6 +52,16 @@ impl Recipients {
         })
     }
 
+    /// The recipients in `text`, the contents of a recipients file (for
+    /// tests and fuzzing: real ones come from [`Recipients::parse`]).
+    pub fn from_text(text: &str) -> Result<Self> {
+        let list = from_lines(text).map_err(|why| Error::Key(format!("recipients: {why}")))?;
+        Ok(Recipients {
+            list,
+            passphrase: false,
+        })
+    }
+
     /// A passphrase, read from the first line of `path`.
     pub fn passphrase(path: &Path) -> Result<Self> {
         let mut recipient = age::scrypt::Recipient::new(super::read_passphrase(path)?);
@@ -114,6 +124,14 @@ fn from_file(path: &Path) -> Result<Vec<Box<dyn age::Recipient + Send + Sync>>> 
         &mut text,
     )
     .map_err(|e| named(e.to_string()))?;
+    from_lines(&text).map_err(named)
+}
+
+/// The recipients in the text of a recipients file, one a line (blank
+/// lines and `#` comments skipped).
+fn from_lines(
+    text: &str,
+) -> std::result::Result<Vec<Box<dyn age::Recipient + Send + Sync>>, String> {
     let mut list = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -121,17 +139,12 @@ fn from_file(path: &Path) -> Result<Vec<Box<dyn age::Recipient + Send + Sync>>> 
             continue;
         }
         match parse_one(line) {
-            Some(r) => list.push(r.map_err(|why| named(format!("line {}: {why}", n + 1)))?),
-            None => {
-                return Err(named(format!(
-                    "line {} is not an age or SSH public key",
-                    n + 1
-                )))
-            }
+            Some(r) => list.push(r.map_err(|why| format!("line {}: {why}", n + 1))?),
+            None => return Err(format!("line {} is not an age or SSH public key", n + 1)),
         }
     }
     if list.is_empty() {
-        return Err(named("holds no recipients".into()));
+        return Err("holds no recipients".into());
     }
     Ok(list)
 }

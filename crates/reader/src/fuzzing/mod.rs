@@ -1,6 +1,8 @@
 //! Entry points shared by the fuzz targets (`fuzz/`) and the regression
 //! tests that replay what they found, so both run the same code.
 
+pub mod tampered;
+
 use crate::image::{Image, ImageOffset};
 use crate::source::Source;
 use crate::{check, walk, Error, FileKind, Filesystem};
@@ -50,7 +52,7 @@ pub fn signed_image(data: &[u8]) -> crate::Result<()> {
 /// key, made by `age-keygen` for them; its recipient is
 /// age1ynf4jcuj6rjmtpxjcf6jyvfynetgjt9veh6gp0eegymwtckup95shc9p8n;
 /// public in this source, so it protects nothing).
-const FUZZ_IDENTITY: &str =
+pub(crate) const FUZZ_IDENTITY: &str =
     "AGE-SECRET-KEY-1UT9RXW7HR42ZPVR47QVZ77HH3FWAQ62J8CSJTXHSL2S3GPUDEHTSJ0L50K";
 
 /// Any bytes as the payload of a key section (parsed, its recipients
@@ -73,6 +75,26 @@ pub fn encrypted_image(data: &[u8]) -> crate::Result<()> {
     let fs = Filesystem::from_image(image, CACHE_SIZE)?;
     exercise(&fs);
     Ok(())
+}
+
+/// Any bytes as the text of each kind of key file hoard reads, and as a
+/// signature payload (its claims decoded): a secret key (hoard's or
+/// OpenSSH's), each line as a public key and as a `--sign-expires` time,
+/// an identity file (age or OpenSSH), a recipients file (age or SSH).
+/// Errors are expected; only a panic, a hang or unbounded memory is a bug.
+pub fn key_text(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let _ = hoard_trust::SecretKey::parse(&text);
+    for line in text.lines() {
+        let _ = hoard_trust::PublicKey::parse_line(line);
+        let _ = hoard_trust::claims::parse_time(line);
+    }
+    let _ = hoard_trust::encrypt::Identities::default().add_text(&text);
+    let _ = hoard_trust::encrypt::Recipients::from_text(&text);
+    if let Ok(signature) = hoard_trust::Signature::parse(data) {
+        let _ = signature.claims.to_string();
+        let _ = signature.claims.check(&Default::default(), 0);
+    }
 }
 
 /// Signs the digest of the signature section that ends `bytes` again with
