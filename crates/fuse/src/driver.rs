@@ -291,14 +291,21 @@ struct Driver {
 #[derive(Default)]
 struct ReadFailures(Mutex<HashSet<String>>);
 
+/// Distinct read failures logged at most: a hostile image may fail in
+/// as many ways as it has blocks, and the set of those seen stays small.
+const MAX_LOGGED_FAILURES: usize = 1000;
+
 impl ReadFailures {
     /// The `errno` a failed read answers; an image at fault (its bytes
     /// corrupt) is logged the first time that failure is seen.
     fn errno(&self, e: &Error) -> Errno {
         if let Error::Corrupt(what) = e {
             let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            if seen.insert(what.clone()) {
+            if seen.len() < MAX_LOGGED_FAILURES && seen.insert(what.clone()) {
                 eprintln!("hoard: error: {what}: reads that need it fail");
+                if seen.len() == MAX_LOGGED_FAILURES {
+                    eprintln!("hoard: error: more reads fail; they are not logged");
+                }
             }
         }
         errno(e)
