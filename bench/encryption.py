@@ -24,6 +24,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import measure  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -35,20 +38,6 @@ def drop_cache(path: str) -> None:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
-
-
-def read_all(root: str) -> int:
-    """Reads every regular file below `root`; returns the bytes read."""
-    total = 0
-    for top, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(top, name)
-            if os.path.islink(path) or not os.path.isfile(path):
-                continue
-            with open(path, "rb", buffering=0) as f:
-                while chunk := f.read(1 << 20):
-                    total += len(chunk)
-    return total
 
 
 def cpu_seconds(pid: int) -> float:
@@ -70,7 +59,7 @@ def cold_read(hoard: str, image: str, mnt: str, extra: list) -> tuple:
             if server.poll() is not None or time.monotonic() - start > 60:
                 raise RuntimeError(f"{image} did not mount")
             time.sleep(0.01)
-        read_all(mnt)
+        measure.read_tree(mnt)
         cpu = cpu_seconds(server.pid)
     finally:
         subprocess.run([hoard, "umount", mnt], check=True)

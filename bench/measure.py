@@ -4,8 +4,8 @@
 with os.wait4 and returns a `Sample`: wall time, user and system CPU, peak
 resident memory (for a pipeline, the children's peaks added up) and the exit
 status. `summary()` turns a list of numbers into median, min, max and IQR.
-Also here: dropping the page cache, and reading a daemon's CPU time and
-memory from /proc.
+Also here: dropping the page cache, reading a tree whole, and reading a
+daemon's CPU time and memory from /proc.
 """
 
 from __future__ import annotations
@@ -135,6 +135,21 @@ def drop_caches() -> bool:
         return True
     except OSError:
         return False
+
+
+def read_tree(root: str) -> int:
+    """Reads every regular file below `root` (symlinks not followed) whole;
+    returns the bytes read."""
+    total = 0
+    for top, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(top, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            with open(path, "rb", buffering=0) as f:
+                while chunk := f.read(1 << 20):
+                    total += len(chunk)
+    return total
 
 
 def can_drop_caches() -> bool:

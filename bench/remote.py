@@ -24,6 +24,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpora  # noqa: E402
+import measure  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER = os.path.join(REPO, "crates/cli/tests/remote/range_server.py")
@@ -37,18 +38,6 @@ def hoard() -> str:
     if not os.path.exists(path):
         subprocess.run(["cargo", "build", "--release", "-p", "hoard-cli"], cwd=REPO, check=True)
     return path
-
-
-def read_all(root: str) -> int:
-    total = 0
-    for d, _, files in os.walk(root):
-        for f in files:
-            p = os.path.join(d, f)
-            if os.path.isfile(p) and not os.path.islink(p):
-                with open(p, "rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        total += len(chunk)
-    return total
 
 
 def mounted(image: str, mnt: str, options: str, action) -> tuple:
@@ -94,7 +83,7 @@ def main() -> int:
                 requests = {}
                 for _ in range(args.runs):
                     control(port, "/__reset")
-                    m, r = mounted(src, os.path.join(work, "mnt"), "", read_all)
+                    m, r = mounted(src, os.path.join(work, "mnt"), "", measure.read_tree)
                     results["mount"].append(m)
                     results["full read"].append(r)
                     requests["full read"] = control(port, "/__stats")

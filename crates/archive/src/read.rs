@@ -346,22 +346,19 @@ impl ArchiveReader {
                 ffi::archive_entry_mtime(e),
                 ffi::archive_entry_mtime_nsec(e),
             );
-            let atime = if ffi::archive_entry_atime_is_set(e) != 0 {
-                time(
-                    ffi::archive_entry_atime(e),
-                    ffi::archive_entry_atime_nsec(e),
-                )
-            } else {
-                mtime
-            };
-            let ctime = if ffi::archive_entry_ctime_is_set(e) != 0 {
-                time(
-                    ffi::archive_entry_ctime(e),
-                    ffi::archive_entry_ctime_nsec(e),
-                )
-            } else {
-                mtime
-            };
+            // The archive's atime and ctime where it has them, else mtime.
+            let or_mtime =
+                |set: libc::c_int, sec, nsec| if set != 0 { time(sec, nsec) } else { mtime };
+            let atime = or_mtime(
+                ffi::archive_entry_atime_is_set(e),
+                ffi::archive_entry_atime(e),
+                ffi::archive_entry_atime_nsec(e),
+            );
+            let ctime = or_mtime(
+                ffi::archive_entry_ctime_is_set(e),
+                ffi::archive_entry_ctime(e),
+                ffi::archive_entry_ctime_nsec(e),
+            );
             let mut member = Member {
                 hardlink: bytes_of(ffi::archive_entry_hardlink(e)),
                 kind,

@@ -17,9 +17,10 @@ fn lib_dir() -> PathBuf {
     exe.parent().unwrap().to_path_buf()
 }
 
-/// An installed-like tree: include/hoard.h, lib/libhoard.{so,a},
-/// lib/pkgconfig/hoard.pc.
-fn install(root: &Path) {
+/// An installed-like tree in `dir/prefix`: include/hoard.h,
+/// lib/libhoard.{so,a}, lib/pkgconfig/hoard.pc.
+fn install(dir: &Path) {
+    let root = dir.join("prefix");
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     std::fs::create_dir_all(root.join("include")).unwrap();
     std::fs::create_dir_all(root.join("lib/pkgconfig")).unwrap();
@@ -60,12 +61,17 @@ fn pkg_config(root: &Path, args: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Compiles `source` linked shared (`static_link` false) or static.
-fn compile(root: &Path, source: &Path, output: &Path, static_link: bool) {
+/// Compiles `source` (a path relative to this crate) into `dir/name`
+/// against the library [`install`]ed in `dir`, linked shared
+/// (`static_link` false) or static; returns the program's path.
+fn compile(dir: &Path, source: &str, name: &str, static_link: bool) -> PathBuf {
+    let root = &dir.join("prefix");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
+    let output = dir.join(name);
     let mut cmd = Command::new("cc");
     cmd.args(["-O2", "-Wall", "-Werror", "-o"])
-        .arg(output)
-        .arg(source);
+        .arg(&output)
+        .arg(&source);
     cmd.args(pkg_config(root, &["--cflags"]));
     if static_link {
         for flag in pkg_config(root, &["--static", "--libs"]) {
@@ -86,6 +92,7 @@ fn compile(root: &Path, source: &Path, output: &Path, static_link: bool) {
         source.display(),
         String::from_utf8_lossy(&out.stderr)
     );
+    output
 }
 
 fn escape(s: &str) -> String {
@@ -213,13 +220,13 @@ fn differences(mut expected: Vec<String>, mut actual: Vec<String>) -> String {
 #[test]
 fn c_program_reads_every_image_like_its_manifest() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("prefix");
-    install(&root);
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/manifest.c");
+    install(dir.path());
     let programs = [("shared", false), ("static", true)].map(|(name, static_link)| {
-        let exe = dir.path().join(format!("manifest-{name}"));
-        compile(&root, &source, &exe, static_link);
-        (name, exe)
+        let exe = format!("manifest-{name}");
+        (
+            name,
+            compile(dir.path(), "tests/c/manifest.c", &exe, static_link),
+        )
     });
     let mut images = Vec::new();
     for group in ["compat", "upstream", "misc"] {
@@ -258,11 +265,8 @@ fn c_program_reads_every_image_like_its_manifest() {
 #[test]
 fn hoardcat_example_prints_a_file() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("prefix");
-    install(&root);
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/c/hoardcat.c");
-    let exe = dir.path().join("hoardcat");
-    compile(&root, &source, &exe, false);
+    install(dir.path());
+    let exe = compile(dir.path(), "../../examples/c/hoardcat.c", "hoardcat", false);
     let image = hoard_testdata::image("compat", "compat-v0.9.10.dwarfs").unwrap();
     let manifest = std::fs::read_to_string(image.with_extension("manifest")).unwrap();
     let file: serde_json::Value = manifest
@@ -338,11 +342,8 @@ fn tree_lines(root: &Path) -> Vec<String> {
 #[test]
 fn c_program_reads_a_delta_stack_and_refuses_a_wrong_base() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("prefix");
-    install(&root);
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/manifest.c");
-    let exe = dir.path().join("manifest");
-    compile(&root, &source, &exe, false);
+    install(dir.path());
+    let exe = compile(dir.path(), "tests/c/manifest.c", "manifest", false);
     let (old, new) = (dir.path().join("old"), dir.path().join("new"));
     for tree in [&old, &new] {
         std::fs::create_dir_all(tree.join("sub")).unwrap();

@@ -9,7 +9,7 @@ use hoard::{
 };
 use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 fn c(path: &Path) -> CString {
@@ -48,13 +48,13 @@ fn read_and_close(img: *mut HoardImage, path: &str) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Builds `tree` into `image` encrypted to `recipient` and signed with
-/// `key`, as a layer on `base` if given.
+/// Builds `tree` into `image` encrypted to `recipient` (at level 3),
+/// signed with `key` if given, as a layer on `base` if given.
 fn build(
     tree: &Path,
     image: &Path,
     recipient: &str,
-    key: &Arc<hoard_trust::SecretKey>,
+    key: Option<&Arc<hoard_trust::SecretKey>>,
     base: Option<(&Path, &Path)>,
 ) {
     let level = hoard_writer::level::Level::get(3).unwrap();
@@ -62,7 +62,7 @@ fn build(
     o.output.encrypt = Some(Arc::new(
         hoard_trust::encrypt::Recipients::parse(&[recipient.to_string()]).unwrap(),
     ));
-    o.output.sign = Some(Arc::clone(key));
+    o.output.sign = key.cloned();
     if let Some((base, identity)) = base {
         let identities = hoard_trust::encrypt::Identities::load(&[identity.into()]).unwrap();
         o.identities = Some(Arc::new(identities));
@@ -76,7 +76,7 @@ fn build(
 
 /// An age identity file in `dir` named `name`, made by `age-keygen`,
 /// and its recipient.
-fn identity(dir: &Path, name: &str) -> (std::path::PathBuf, String) {
+fn identity(dir: &Path, name: &str) -> (PathBuf, String) {
     let path = dir.join(name);
     let made = std::process::Command::new("age-keygen")
         .arg("-o")
@@ -96,18 +96,11 @@ fn identity(dir: &Path, name: &str) -> (std::path::PathBuf, String) {
 #[test]
 fn encrypted_images_open_with_their_identity_only() {
     let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
-    std::fs::create_dir(&tree).unwrap();
-    std::fs::write(tree.join("f"), b"encrypted bytes").unwrap();
+    let tree = hoard_testdata::tree_with(dir.path(), "tree", &[("f", b"encrypted bytes")]);
     let (id, recipient) = identity(dir.path(), "id");
     let (wrong, _) = identity(dir.path(), "wrong");
     let image = dir.path().join("enc.dwarfs");
-    let level = hoard_writer::level::Level::get(3).unwrap();
-    let mut o = hoard_writer::CreateOptions::at_level(tree, image.clone(), level);
-    o.output.encrypt = Some(std::sync::Arc::new(
-        hoard_trust::encrypt::Recipients::parse(&[recipient]).unwrap(),
-    ));
-    hoard_writer::create(&o, &Default::default(), Default::default()).unwrap();
+    build(&tree, &image, &recipient, None, None);
 
     assert_eq!(read(&image, &id).unwrap(), b"encrypted bytes");
     let refused = read(&image, &wrong).unwrap_err();
@@ -120,15 +113,13 @@ fn signed_and_encrypted_layers_open_with_a_trusted_key_and_an_identity() {
     let (id, recipient) = identity(dir.path(), "id");
     let key = Arc::new(hoard_trust::SecretKey::generate().unwrap());
     let (_, public) = key.write_pair(&dir.path().join("k"), "", false).unwrap();
-    let lower = dir.path().join("lower");
-    std::fs::create_dir(&lower).unwrap();
-    std::fs::write(lower.join("f"), b"lower f").unwrap();
-    std::fs::write(lower.join("g"), b"lower g").unwrap();
+    let lower =
+        hoard_testdata::tree_with(dir.path(), "lower", &[("f", b"lower f"), ("g", b"lower g")]);
     let base = dir.path().join("base.dwarfs");
-    build(&lower, &base, &recipient, &key, None);
+    build(&lower, &base, &recipient, Some(&key), None);
     std::fs::write(lower.join("f"), b"upper f").unwrap();
     let layer = dir.path().join("layer.dwarfs");
-    build(&lower, &layer, &recipient, &key, Some((&base, &id)));
+    build(&lower, &layer, &recipient, Some(&key), Some((&base, &id)));
 
     let (id, public) = (c(&id), c(&public));
     let (ids, keys) = ([id.as_ptr()], [public.as_ptr()]);
@@ -151,26 +142,33 @@ fn signed_and_encrypted_layers_open_with_a_trusted_key_and_an_identity() {
     assert!(locked.contains("encrypted"), "{locked}");
     let other = hoard_trust::SecretKey::generate().unwrap();
     let (_, other) = other.write_pair(&dir.path().join("o"), "", false).unwrap();
-    let other = c(&other);
-    let others = [other.as_ptr()];
-    let untrusted = HoardOpenOptions {
-        trust: others.as_ptr(),
-        ..options
-    };
-    let refused = read_and_close(open(&untrusted), "/f").unwrap_err();
-    assert!(refused.contains("not trusted"), "{refused}");
-    let no_list = HoardOpenOptions {
-        identity: std::ptr::null(),
-        ..options
-    };
-    let refused = read_and_close(open(&no_list), "/f").unwrap_err();
-    assert!(refused.contains("a list of paths is NULL"), "{refused}");
-    let missing = c(&dir.path().join("missing.txt"));
-    let missing = [missing.as_ptr()];
-    let no_file = HoardOpenOptions {
-        identity: missing.as_ptr(),
-        ..options
-    };
-    let refused = read_and_close(open(&no_file), "/f").unwrap_err();
-    assert!(refused.contains("missing.txt"), "{refused}");
+    let (other, missing) = (c(&other), c(&dir.path().join("missing.txt")));
+    let (others, missing) = ([other.as_ptr()], [missing.as_ptr()]);
+    let refusals = [
+        (
+            HoardOpenOptions {
+                trust: others.as_ptr(),
+                ..options
+            },
+            "not trusted",
+        ),
+        (
+            HoardOpenOptions {
+                identity: std::ptr::null(),
+                ..options
+            },
+            "a list of paths is NULL",
+        ),
+        (
+            HoardOpenOptions {
+                identity: missing.as_ptr(),
+                ..options
+            },
+            "missing.txt",
+        ),
+    ];
+    for (bad, why) in refusals {
+        let refused = read_and_close(open(&bad), "/f").unwrap_err();
+        assert!(refused.contains(why), "{refused}");
+    }
 }

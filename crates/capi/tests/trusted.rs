@@ -5,7 +5,7 @@
 use hoard::{hoard_close, hoard_last_error, hoard_open_trusted, hoard_read};
 use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn c(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).unwrap()
@@ -32,18 +32,23 @@ fn open(image: &Path, public: &Path) -> Result<Vec<u8>, String> {
     }
 }
 
+/// The repository's compat image, and a copy of it in `dir` signed with a
+/// new key (written as `dir/name.key`, `dir/name.pub`) claiming `claims`:
+/// the image, the copy and the public key file.
+fn signed_copy(dir: &Path, name: &str, claims: hoard_trust::Claims) -> (PathBuf, PathBuf, PathBuf) {
+    let image = hoard_testdata::repo_images().join("compat/compat-v0.9.10.dwarfs");
+    let key = hoard_trust::SecretKey::generate().unwrap();
+    let (_, public) = key.write_pair(&dir.join(name), "", false).unwrap();
+    let signed = dir.join(format!("{name}-signed.dwarfs"));
+    hoard_writer::sign::sign_image(&image, &signed, &key, claims, false).unwrap();
+    (image, signed, public)
+}
+
 #[test]
 fn signed_images_open_with_their_key_only() {
     let dir = tempfile::tempdir().unwrap();
-    let image = hoard_testdata::repo_images().join("compat/compat-v0.9.10.dwarfs");
-    let key = hoard_trust::SecretKey::generate().unwrap();
-    let (_, public) = key.write_pair(&dir.path().join("k"), "", false).unwrap();
-    let other = hoard_trust::SecretKey::generate().unwrap();
-    let (_, other_public) = other
-        .write_pair(&dir.path().join("other"), "", false)
-        .unwrap();
-    let signed = dir.path().join("signed.dwarfs");
-    hoard_writer::sign::sign_image(&image, &signed, &key, Default::default(), false).unwrap();
+    let (image, signed, public) = signed_copy(dir.path(), "k", Default::default());
+    let (_, _, other_public) = signed_copy(dir.path(), "other", Default::default());
 
     let unsigned = open(&image, &public).unwrap_err();
     assert!(unsigned.contains("not signed"), "{unsigned}");
@@ -75,12 +80,8 @@ fn a_stack_opened_trusted_needs_a_key() {
 #[test]
 fn expected_names_and_versions_are_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let image = hoard_testdata::repo_images().join("compat/compat-v0.9.10.dwarfs");
-    let key = hoard_trust::SecretKey::generate().unwrap();
-    let (_, public) = key.write_pair(&dir.path().join("k"), "", false).unwrap();
-    let signed = dir.path().join("signed.dwarfs");
     let claims = hoard_trust::Claims::new(Some("app".into()), Some(3), None).unwrap();
-    hoard_writer::sign::sign_image(&image, &signed, &key, claims, false).unwrap();
+    let (_, signed, public) = signed_copy(dir.path(), "k", claims);
     let (public, signed) = (c(&public), c(&signed));
     let keys = [public.as_ptr()];
     let paths = [signed.as_ptr()];

@@ -141,17 +141,27 @@ fn parse_checksum(s: &str) -> Result<ChecksumAlgo, String> {
         .map_err(|_| format!("unsupported checksum '{s}' (sha256, sha512, xxh3)"))
 }
 
+/// An image as DwarFS's tools open it: no key trusted, no identity, no
+/// passphrase (they know of none).
+fn plain_image(image: PathBuf, offset: ImageOffset, cache_size: usize) -> ImageArgs {
+    ImageArgs {
+        image,
+        offset,
+        cache_size,
+        trust: Vec::new(),
+        expect: Default::default(),
+        identity: Vec::new(),
+        passphrase_file: None,
+    }
+}
+
 impl Dwarfsck {
     fn into_commands(self) -> Vec<Command> {
-        let image = ImageArgs {
-            image: self.input.or(self.image).unwrap_or_default(),
-            offset: self.offset,
-            cache_size: self.cache_size,
-            trust: Vec::new(),
-            expect: Default::default(),
-            identity: Vec::new(),
-            passphrase_file: None,
-        };
+        let image = plain_image(
+            self.input.or(self.image).unwrap_or_default(),
+            self.offset,
+            self.cache_size,
+        );
         if self.list {
             return vec![Command::Ls(LsArgs {
                 image,
@@ -239,15 +249,7 @@ struct Dwarfsextract {
 impl Dwarfsextract {
     fn into_command(self) -> Command {
         Command::Extract(ExtractArgs {
-            image: ImageArgs {
-                image: self.input,
-                offset: self.offset,
-                cache_size: self.cache_size,
-                trust: Vec::new(),
-                expect: Default::default(),
-                identity: Vec::new(),
-                passphrase_file: None,
-            },
+            image: plain_image(self.input, self.offset, self.cache_size),
             layers: Default::default(),
             output: self
                 .output

@@ -240,6 +240,16 @@ pub fn claims_json(claims: &Claims) -> serde_json::Value {
     })
 }
 
+/// A signature's claims as a line of text shows them after the signer:
+/// ` (CLAIMS)`, or nothing when there are none.
+pub fn claims_suffix(claims: &Claims) -> String {
+    if claims.is_empty() {
+        String::new()
+    } else {
+        format!(" ({claims})")
+    }
+}
+
 /// The keys for the images a command reads to write another (`create
 /// --base`, `rewrite`, `merge`): the keys trusted to have signed them,
 /// and those that open encrypted ones.

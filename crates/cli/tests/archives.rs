@@ -58,6 +58,14 @@ fn tree(root: &Path) -> PathBuf {
     root.to_path_buf()
 }
 
+/// [`unpack`]s `image` into `to` and asserts that `to` holds the image's
+/// tree.
+fn assert_unpacks(image: &Path, format: &str, file: Option<&Path>, command: &str, to: &Path) {
+    unpack(image, format, file, command, to);
+    let diff = differences_below_root(image, to, "");
+    assert!(diff.is_empty(), "{format} unpacked by `{command}`:\n{diff}");
+}
+
 /// Writes `image` as `format` to a file (or through a pipe when `file` is
 /// `None`) and unpacks it into a new directory `to` with `unpack` (a shell
 /// command reading the archive on standard input, or the file).
@@ -111,29 +119,16 @@ fn setup() -> (tempfile::TempDir, PathBuf) {
 fn tar_archives_unpack_to_the_image_tree() {
     let (dir, image) = setup();
     let d = dir.path();
-    unpack(&image, "tar", None, "tar -xpf -", &d.join("pax"));
-    assert_eq!(
-        differences_below_root(&image, &d.join("pax"), ""),
-        "",
-        "pax via GNU tar"
-    );
+    let tar = "tar -xpf -";
+    assert_unpacks(&image, "tar", None, tar, &d.join("pax"));
     assert_sparse(&d.join("pax/plain/sparse"), "pax via GNU tar");
     let gnu = d.join("x.gnutar");
-    unpack(&image, "gnutar", Some(&gnu), "tar -xpf -", &d.join("gnu"));
-    assert_eq!(
-        differences_below_root(&image, &d.join("gnu"), ""),
-        "",
-        "gnutar via GNU tar"
-    );
+    assert_unpacks(&image, "gnutar", Some(&gnu), tar, &d.join("gnu"));
     let listing = output_ok(Command::new("tar").arg("-tvf").arg(&gnu));
     assert!(String::from_utf8_lossy(&listing.stdout).contains(&"n".repeat(200)));
     if has_tool("bsdtar") {
-        unpack(&image, "tar", None, "bsdtar -xpf -", &d.join("pax-bsd"));
-        assert_eq!(
-            differences_below_root(&image, &d.join("pax-bsd"), ""),
-            "",
-            "pax via bsdtar"
-        );
+        let bsdtar = "bsdtar -xpf -";
+        assert_unpacks(&image, "tar", None, bsdtar, &d.join("pax-bsd"));
         assert_sparse(&d.join("pax-bsd/plain/sparse"), "pax via bsdtar");
     } else {
         skipped("bsdtar missing (libarchive-tools)");
@@ -145,31 +140,19 @@ fn cpio_and_zip_archives_unpack_to_the_image_tree() {
     let (dir, image) = setup();
     let d = dir.path();
     if has_tool("cpio") {
-        unpack(&image, "cpio", None, "cpio -idm --quiet", &d.join("cpio"));
         // GNU cpio sets no symlink times, and directory times before it
         // fills the directories.
-        assert_eq!(
-            differences_below_root(&image, &d.join("cpio"), "mtime,mtime_ns"),
-            "",
-            "cpio via GNU cpio"
-        );
+        let cpio = d.join("cpio");
+        unpack(&image, "cpio", None, "cpio -idm --quiet", &cpio);
+        let diff = differences_below_root(&image, &cpio, "mtime,mtime_ns");
+        assert!(diff.is_empty(), "cpio via GNU cpio:\n{diff}");
     } else {
         skipped("GNU cpio missing");
     }
     if has_tool("bsdtar") {
         let f = d.join("x.cpio");
-        unpack(
-            &image,
-            "cpio",
-            Some(&f),
-            "bsdtar -xpf -",
-            &d.join("cpio-bsd"),
-        );
-        assert_eq!(
-            differences_below_root(&image, &d.join("cpio-bsd"), ""),
-            "",
-            "cpio via bsdtar"
-        );
+        let bsdtar = "bsdtar -xpf -";
+        assert_unpacks(&image, "cpio", Some(&f), bsdtar, &d.join("cpio-bsd"));
     }
     if has_tool("unzip") {
         let f = d.join("x.zip");
@@ -245,9 +228,7 @@ fn patterns_and_dwarfsextract_select_what_is_archived() {
 #[test]
 fn pax_archives_carry_nanoseconds_and_extended_attributes() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    std::fs::write(src.join("f"), b"attributes\n").unwrap();
+    let src = tree_with(dir.path(), "src", &[("f", b"attributes\n")]);
     let xattrs = xattr::set(src.join("f"), "user.archive", b"kept\0binary").is_ok();
     if !xattrs {
         skipped("the temporary directory stores no user.* attributes");

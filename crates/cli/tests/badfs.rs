@@ -121,34 +121,10 @@ fn malformed_images_are_refused_without_crashing() {
         return;
     }
     let scratch = tempfile::tempdir().unwrap();
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let chunks: Vec<Vec<PathBuf>> = images
-        .chunks(images.len().div_ceil(workers))
-        .map(<[_]>::to_vec)
-        .collect();
-    let problems: Vec<String> = std::thread::scope(|s| {
-        let handles: Vec<_> = chunks
-            .iter()
-            .map(|chunk| {
-                let scratch = scratch.path();
-                s.spawn(move || {
-                    chunk
-                        .iter()
-                        .flat_map(|img| examine(img, scratch))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
-    assert!(
-        problems.is_empty(),
-        "{} problems with {} images:\n{}",
-        problems.len(),
-        images.len(),
-        problems.join("\n")
+    let problems =
+        hoard_testdata::problems_in_parallel(&images, |_, img| examine(img, scratch.path()));
+    hoard_testdata::assert_no_problems(
+        &problems,
+        &format!("problems with {} images", images.len()),
     );
 }

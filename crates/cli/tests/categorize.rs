@@ -84,12 +84,7 @@ fn categorized_images_read_back_and_use_flac_and_no_compression() {
         assert_reads_back(image, &manifest);
     }
     let i = info(&categorized);
-    let names: Vec<&str> = i["categories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let names = json_strings(&i["categories"]);
     for want in [
         "<default>",
         "pcmaudio/waveform",
@@ -198,8 +193,7 @@ fn the_default_level_keeps_zip_headers_apart_and_none_turns_it_off() {
 #[test]
 fn category_options_are_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
+    let src = tree_with(dir.path(), "src", &[]);
     let image = dir.path().join("x.dwarfs");
     let cases: &[&[&str]] = &[
         &["--categorize=nosuch"],

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{create_image, hoard_fails, hoard_ok, s};
+use common::{create_image, hoard_fails, hoard_ok, s, tree_with};
 use std::path::Path;
 use std::process::Command;
 
@@ -282,9 +282,7 @@ fn errors_name_the_path_and_the_operation() {
 #[test]
 fn extract_names_the_output_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir(&src).unwrap();
-    std::fs::write(src.join("a"), b"hello").unwrap();
+    let src = tree_with(dir.path(), "src", &[("a", b"hello")]);
     let image = create_image(&src, &dir.path().join("x.dwarfs"), &["-l", "1"]);
     let image = s(&image);
     let file = dir.path().join("file");

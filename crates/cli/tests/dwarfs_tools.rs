@@ -394,17 +394,9 @@ fn dwarfs_reads(
         return Err(format!("dwarfsextract differs from the source:\n{diff}"));
     }
     let mnt = work.join("dwarfs-mnt");
-    std::fs::create_dir(&mnt).unwrap();
     let mut c = tool("dwarfs");
     c.args([img, mnt.to_str().unwrap(), "-o", "ro,offset=auto"]);
-    ok(c, "dwarfs mount")?;
-    let guard = FuseMount(mnt.clone());
-    let diff = manifest_diff(&src.manifest, &manifest_of(&mnt), Compare::Mounted);
-    drop(guard);
-    if !diff.is_empty() {
-        return Err(format!("dwarfs mount differs from the source:\n{diff}"));
-    }
-    Ok(())
+    mounts_as_source(c, &mnt, src, "dwarfs mount")
 }
 
 /// hoard reads a DwarFS image as the source tree: `hoard extract` and
@@ -420,15 +412,21 @@ fn hoard_reads(image: &Path, src: &Source, work: &Path) -> Result<(), String> {
         return Err(format!("hoard extract differs from the source:\n{diff}"));
     }
     let mnt = work.join("hoard-mnt");
-    std::fs::create_dir(&mnt).unwrap();
     let mut c = hoard();
     c.args(["mount", img, mnt.to_str().unwrap(), "-o", "ro"]);
-    ok(c, "hoard mount")?;
-    let guard = FuseMount(mnt.clone());
-    let diff = manifest_diff(&src.manifest, &manifest_of(&mnt), Compare::Mounted);
+    mounts_as_source(c, &mnt, src, "hoard mount")
+}
+
+/// Runs `mount` (`what`) onto `mnt`, made here, and compares the mounted
+/// tree with the source; unmounts.
+fn mounts_as_source(mount: Command, mnt: &Path, src: &Source, what: &str) -> Result<(), String> {
+    std::fs::create_dir(mnt).unwrap();
+    ok(mount, what)?;
+    let guard = FuseMount(mnt.to_path_buf());
+    let diff = manifest_diff(&src.manifest, &manifest_of(mnt), Compare::Mounted);
     drop(guard);
     if !diff.is_empty() {
-        return Err(format!("hoard mount differs from the source:\n{diff}"));
+        return Err(format!("{what} differs from the source:\n{diff}"));
     }
     Ok(())
 }
@@ -465,18 +463,19 @@ fn mkdwarfs(src: &Source, image: &Path, options: &[String]) -> Result<(), String
     ok(c, "mkdwarfs").map(drop)
 }
 
-fn ready() -> bool {
-    dwarfs_bin().is_some() && fuse_available()
+/// The [`source`] tree, or `None` (the skip recorded) without DwarFS's
+/// tools or FUSE.
+fn ready_source() -> Option<Source> {
+    (dwarfs_bin().is_some() && fuse_available()).then(source)
 }
 
 /// Runs `test` on every case (the source, the case and a temporary
 /// directory of its own), and fails listing every case it failed on;
 /// skipped without DwarFS's tools or FUSE.
 fn on_every_case(test: impl Fn(&Source, &Case, &Path) -> Result<(), String> + Sync) {
-    if !ready() {
+    let Some(src) = ready_source() else {
         return;
-    }
-    let src = source();
+    };
     let failures = run_all(
         &cases(&src),
         |c| c.name.clone(),
@@ -507,10 +506,9 @@ fn hoard_reads_every_image_mkdwarfs_writes() {
 /// of a DwarFS one, and DwarFS's tools read the result.
 #[test]
 fn dwarfs_tools_read_rewritten_images() {
-    if !ready() {
+    let Some(src) = ready_source() else {
         return;
-    }
-    let src = source();
+    };
     let rewrites: [(&str, &[&str]); 3] = [
         ("hoard image, -C lzma", &["-C", "lzma"]),
         ("hoard image, --categorize, -l9", &["-l", "9"]),
@@ -659,10 +657,9 @@ fn info_pairs(d: &Value, h: &Value) -> Vec<(String, Value, Value)> {
 /// and on DwarFS's.
 #[test]
 fn hoard_info_gives_the_numbers_dwarfsck_gives() {
-    if !ready() {
+    let Some(src) = ready_source() else {
         return;
-    }
-    let src = source();
+    };
     let work = tempfile::tempdir().unwrap();
     let mut images = Vec::new();
     for (name, options) in [
@@ -704,10 +701,9 @@ fn hoard_info_gives_the_numbers_dwarfsck_gives() {
 /// shows what was stored.
 #[test]
 fn history_timestamps_follow_source_date_epoch_and_can_be_left_out() {
-    if !ready() {
+    let Some(src) = ready_source() else {
         return;
-    }
-    let src = source();
+    };
     let work = tempfile::tempdir().unwrap();
     let path = |name: &str| work.path().join(name).to_str().unwrap().to_string();
     let (stamped, bare, rewritten) = (path("stamped"), path("bare"), path("rewritten"));

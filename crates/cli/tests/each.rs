@@ -61,6 +61,16 @@ fn images(dir: &Path, count: usize) -> Vec<u8> {
     data
 }
 
+/// A temporary directory for a test that mounts (`None` where FUSE mounts
+/// cannot be made) with `count` [`images`] in it: the directory, the
+/// images' directory and the noise they hold.
+fn fuse_images(count: usize) -> Option<(tempfile::TempDir, PathBuf, Vec<u8>)> {
+    let dir = fuse_tempdir()?;
+    let data = images(dir.path(), count);
+    let images = dir.path().join("images");
+    Some((dir, images, data))
+}
+
 fn mount_each(what: &[&Path], mnt: &Path, options: &str) -> Mounted {
     let mut args = vec!["--each"];
     args.extend(what.iter().map(|p| s(p)));
@@ -81,11 +91,9 @@ fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn a_thousand_images_mount_lazily_in_one_bounded_process() {
-    let Some(dir) = fuse_tempdir() else {
+    let Some((dir, images, data)) = fuse_images(1000) else {
         return;
     };
-    let data = images(dir.path(), 1000);
-    let images = dir.path().join("images");
     let mnt = dir.path().join("mnt");
     let started = Instant::now();
     let m = mount_each(&[&images], &mnt, "cachesize=8m");
@@ -125,11 +133,9 @@ fn a_thousand_images_mount_lazily_in_one_bounded_process() {
 
 #[test]
 fn a_thousand_images_named_one_by_one_at_long_paths_mount() {
-    let Some(dir) = fuse_tempdir() else {
+    let Some((dir, images, data)) = fuse_images(1) else {
         return;
     };
-    let data = images(dir.path(), 1);
-    let images = dir.path().join("images");
     let first = images.join("img0000.dwarfs");
     // Paths of 60 characters: 60,000 bytes joined, far past the page
     // mount(2) takes.
@@ -154,11 +160,9 @@ fn a_thousand_images_named_one_by_one_at_long_paths_mount() {
 
 #[test]
 fn idle_images_are_closed_and_reopened() {
-    let Some(dir) = fuse_tempdir() else {
+    let Some((dir, images, data)) = fuse_images(3) else {
         return;
     };
-    let data = images(dir.path(), 3);
-    let images = dir.path().join("images");
     let paths: Vec<PathBuf> = (0..3)
         .map(|i| images.join(format!("img{i:04}.dwarfs")))
         .collect();
@@ -178,11 +182,9 @@ fn idle_images_are_closed_and_reopened() {
 
 #[test]
 fn a_watched_directory_shows_images_as_they_come_and_go() {
-    let Some(dir) = fuse_tempdir() else {
+    let Some((dir, images, _)) = fuse_images(2) else {
         return;
     };
-    images(dir.path(), 2);
-    let images = dir.path().join("images");
     let mnt = dir.path().join("mnt");
     let _m = mount_each(&[&images], &mnt, "watch");
     assert!(mnt.join("img0001/hello").exists());

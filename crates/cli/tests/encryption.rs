@@ -7,17 +7,26 @@ mod common;
 
 use common::{
     age_identity, assert_refused_never_wrong, create_image, dwarfs_bin, files_using_block,
-    fuse_available, hoard, manifest_diff, manifest_of, noise, run, skipped, ssh_key_pair, tampered,
-    tool, Compare, FuseMount, SectionList,
+    fuse_available, hoard, manifest_diff, manifest_of, noise_tree, ok, refused, run, s, skipped,
+    ssh_key_pair, tampered, tool, Compare, FuseMount, SectionList,
 };
 use hoard_format::section::SectionType;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-/// Files in the test tree, 40 KiB of noise each, and a text file: with
-/// 64 KiB blocks, every block holds parts of two or three of them.
+/// Files in the test tree, 40 KiB of noise each ([`noise_tree`]), and a
+/// text file.
 const FILES: usize = 6;
+
+/// The path of noise file `i` in the test tree.
+fn secret_file(i: usize) -> String {
+    let sub = if i.is_multiple_of(3) {
+        "quarterly-plans/"
+    } else {
+        ""
+    };
+    format!("{sub}confidential-{i:02}.bin")
+}
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -26,17 +35,7 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let tree = dir.path().join("tree");
-        std::fs::create_dir_all(tree.join("quarterly-plans")).unwrap();
-        for i in 0..FILES {
-            let sub = if i % 3 == 0 { "quarterly-plans" } else { "" };
-            std::fs::write(
-                tree.join(sub).join(format!("confidential-{i:02}.bin")),
-                noise(40 << 10, i as u64 + 1),
-            )
-            .unwrap();
-        }
+        let (dir, tree) = noise_tree(FILES, secret_file);
         let text: String = (0..400)
             .map(|i| format!("line {i} of the merger memo, do not share\n"))
             .collect();
@@ -58,36 +57,10 @@ impl Fixture {
 
     /// The regular files of the tree, relative paths.
     fn files(&self) -> Vec<String> {
-        let mut files: Vec<String> = (0..FILES)
-            .map(|i| {
-                let sub = if i % 3 == 0 { "quarterly-plans/" } else { "" };
-                format!("{sub}confidential-{i:02}.bin")
-            })
-            .collect();
+        let mut files: Vec<String> = (0..FILES).map(secret_file).collect();
         files.push("merger-memo.txt".into());
         files
     }
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn ok(out: &Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The one-line error of a command that must fail.
-fn refused(out: &Output, what: &str) -> String {
-    assert_eq!(out.status.code(), Some(1), "{what} did not fail");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
-    err
 }
 
 /// The name of the user and group owning the tree (as `id` gives them).

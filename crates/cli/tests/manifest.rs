@@ -19,14 +19,7 @@ fn diff_reports_changes_and_bad_input_by_name() {
     // Times are left out: the two roots' times differ whenever a clock
     // tick fell between their writes.
     std::fs::write(b.join("f"), b"other!").unwrap();
-    let changed = run(&[
-        "diff",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "-q",
-        "--ignore",
-        "mtime,mtime_ns",
-    ]);
+    let changed = run(&["diff", s(&a), s(&b), "-q", "--ignore", "mtime,mtime_ns"]);
     assert_eq!(changed.status.code(), Some(1));
     let out = String::from_utf8_lossy(&changed.stdout);
     assert!(
@@ -42,13 +35,7 @@ fn diff_reports_changes_and_bad_input_by_name() {
     assert_eq!(text.trim_end().lines().count(), 1, "{text}");
     assert!(text.contains("missing"), "{text}");
 
-    let bogus = run(&[
-        "diff",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--ignore",
-        "colour",
-    ]);
+    let bogus = run(&["diff", s(&a), s(&b), "--ignore", "colour"]);
     assert_eq!(bogus.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bogus.stderr).contains("unknown field 'colour'"));
     assert_eq!(run(&["diff", a.to_str().unwrap()]).status.code(), Some(2));

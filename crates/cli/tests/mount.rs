@@ -57,11 +57,9 @@ fn misc_images_mount_exactly() {
 
 #[test]
 fn bad_image_fails_before_detaching() {
-    let Some(dir) = fuse_tempdir() else {
+    let Some((dir, mnt)) = fuse_tempdir_with("mnt") else {
         return;
     };
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
     let image = image("misc", "future-features.dwarfs").unwrap();
     let err = one_line_error(&["mount", s(&image), s(&mnt)]);
     assert!(err.contains("this-feature-will-never-exist"), "{err}");
@@ -73,11 +71,9 @@ fn bad_image_fails_before_detaching() {
 
 #[test]
 fn busy_mount_point_is_refused() {
-    let Some(dir) = fuse_tempdir() else {
+    let Some((_dir, mnt)) = fuse_tempdir_with("mnt") else {
         return;
     };
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
     let image = image("compat", "compat-v0.9.10.dwarfs").unwrap();
     hoard_ok(&["mount", image.to_str().unwrap(), mnt.to_str().unwrap()]);
     let _guard = MountGuard(&mnt);

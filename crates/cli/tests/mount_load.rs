@@ -205,15 +205,12 @@ fn sparse_files_answer_seek_data_and_seek_hole() {
 
 #[test]
 fn perfmon_reports_latencies() {
-    if !fuse_available() {
+    let Some((_dir, mnt)) = fuse_tempdir_with("mnt") else {
         return;
-    }
+    };
     let Some(image) = image("upstream", "default.dwarfs") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
     // In the foreground, to see the report printed at unmount.
     let child = hoard()
         .args(["mount", "-f", "-o", "perfmon=fuse+reader"])
@@ -252,11 +249,9 @@ fn perfmon_reports_latencies() {
 
 #[test]
 fn tidying_releases_unused_blocks() {
-    let Some(dir) = fuse_tempdir() else {
+    let Some((dir, tree)) = fuse_tempdir_with("tree") else {
         return;
     };
-    let tree = dir.path().join("tree");
-    std::fs::create_dir(&tree).unwrap();
     for i in 0..24u64 {
         std::fs::write(tree.join(format!("f{i}")), contents(i, 1 << 20)).unwrap();
     }

@@ -241,12 +241,7 @@ fn damage_beyond_the_budget_is_reported_with_the_lost_files_and_refused() {
     assert_eq!(code, 1);
     let rec = &report["recovery"];
     assert_eq!(rec["repairable"], false, "{report}");
-    let lost: Vec<&str> = rec["lost_files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let lost = json_strings(&rec["lost_files"]);
     assert!(!lost.is_empty() && !lost.contains(&"*"), "{report}");
     assert!(lost.iter().all(|f| f.starts_with("data/f")), "{lost:?}");
     assert!(lost.len() < FILES, "not every file is lost: {lost:?}");

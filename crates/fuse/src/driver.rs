@@ -19,11 +19,12 @@ use fuser::{
     SessionACL, SessionUnmounter,
 };
 use hoard_reader::{Error, FileKind, Filesystem, Stat, View};
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel may cache attributes and entries: the image never changes.
@@ -126,6 +127,7 @@ pub fn serve(
         perf: perf.clone(),
         no_open: false,
         file_lookups: AtomicU64::new(0),
+        read_failures: Arc::default(),
     };
     let mut config = Config::default();
     config.mount_options = mount_options(fsname, options);
@@ -278,6 +280,36 @@ struct Driver {
     /// Lookups that found something other than a directory: programs that
     /// open or stat what they list (see `readdirplus`).
     file_lookups: AtomicU64,
+    /// What failed reads of the image's data have logged.
+    read_failures: Arc<ReadFailures>,
+}
+
+/// The failures of reads logged so far, by message: a block that fails
+/// (damaged, or not matching the image's signature) fails every read that
+/// needs it, and is logged once, on the mount's standard error. The
+/// reader only returns the error; reporting it is the front end's.
+#[derive(Default)]
+struct ReadFailures(Mutex<HashSet<String>>);
+
+/// Distinct read failures logged at most: a hostile image may fail in
+/// as many ways as it has blocks, and the set of those seen stays small.
+const MAX_LOGGED_FAILURES: usize = 1000;
+
+impl ReadFailures {
+    /// The `errno` a failed read answers; an image at fault (its bytes
+    /// corrupt) is logged the first time that failure is seen.
+    fn errno(&self, e: &Error) -> Errno {
+        if let Error::Corrupt(what) = e {
+            let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            if seen.len() < MAX_LOGGED_FAILURES && seen.insert(what.clone()) {
+                eprintln!("hoard: error: {what}: reads that need it fail");
+                if seen.len() == MAX_LOGGED_FAILURES {
+                    eprintln!("hoard: error: more reads fail; they are not logged");
+                }
+            }
+        }
+        errno(e)
+    }
 }
 
 /// Lookups of files after which listings carry every entry's attributes
@@ -621,7 +653,7 @@ impl fuser::Filesystem for Driver {
         };
         let (fs, ino) = (at.fs, at.ino);
         let readahead = self.options.readahead;
-        let perf = self.perf.clone();
+        let (perf, failures) = (self.perf.clone(), self.read_failures.clone());
         let started = Instant::now();
         // From blocks already decoded, the read is a copy: answered here,
         // without a hop to the pool (which costs more than the copy).
@@ -638,7 +670,7 @@ impl fuser::Filesystem for Driver {
                 return;
             }
             Ok(None) => {}
-            Err(e) => return reply.error(errno(&e)),
+            Err(e) => return reply.error(failures.errno(&e)),
         }
         self.pool.spawn(move || {
             let reading = Instant::now();
@@ -646,7 +678,7 @@ impl fuser::Filesystem for Driver {
             perf.record(Op::ReaderRead, reading.elapsed());
             match result {
                 Ok(n) => reply.data(&buf[..n]),
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(failures.errno(&e)),
             }
             perf.record(Op::Read, started.elapsed());
             if readahead > 0 {

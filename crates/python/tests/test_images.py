@@ -28,6 +28,24 @@ def mixed_groups(entries):
     return {link for link, t in times.items() if len(t) > 1}
 
 
+def add_stat_fields(got, want, st, e, mixed):
+    """Adds to ``got`` what ``st`` says of the fields every reader of the
+    manifest entry ``e`` checks, and to ``want`` what ``e`` says: the mtime
+    (unless of a hard-link group in ``mixed``), the size of a file or
+    symlink, a file's link count and a device's numbers."""
+    kind = got["type"]
+    if e.get("link") not in mixed:
+        got["mtime"] = divmod(st.st_mtime_ns, 10**9)
+        want["mtime"] = (e["mtime"], e["mtime_ns"])
+    if kind in "fl":
+        got["size"], want["size"] = st.st_size, e["size"]
+    if kind == "f":
+        got["nlink"], want["nlink"] = st.st_nlink, e["nlink"]
+    if kind in "cb":
+        got["rdev"] = [os.major(st.st_rdev), os.minor(st.st_rdev)]
+        want["rdev"] = e["rdev"]
+
+
 def sha256_chunked(img, path, rng):
     h = hashlib.sha256()
     with img.open(path) as f:
@@ -59,21 +77,13 @@ def test_image_matches_manifest(image):
             kind = KINDS[stat.S_IFMT(st.st_mode)]
             got = {"type": kind, "mode": "%04o" % stat.S_IMODE(st.st_mode), "uid": st.st_uid, "gid": st.st_gid}
             want = {k: e[k] for k in got}
-            if e.get("link") not in mixed:
-                got["mtime"] = divmod(st.st_mtime_ns, 10**9)
-                want["mtime"] = (e["mtime"], e["mtime_ns"])
-            if kind in "fl":
-                got["size"], want["size"] = st.st_size, e["size"]
+            add_stat_fields(got, want, st, e, mixed)
             if kind == "f":
-                got["nlink"], want["nlink"] = st.st_nlink, e["nlink"]
                 want["sha256"] = want["sha256_chunked"] = e["sha256"]
                 got["sha256"] = hashlib.sha256(img.read(path)).hexdigest()
                 got["sha256_chunked"] = sha256_chunked(img, path, rng)
             if kind == "l":
                 got["target"], want["target"] = img.readlink(path), e["target"]
-            if kind in "cb":
-                got["rdev"] = [os.major(st.st_rdev), os.minor(st.st_rdev)]
-                want["rdev"] = e["rdev"]
             assert got == want, path
 
 

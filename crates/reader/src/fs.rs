@@ -613,22 +613,13 @@ impl Filesystem {
     /// [`Filesystem::lookup_path`] for a path of any bytes (names need not
     /// be UTF-8), as the C and Python bindings pass them.
     pub fn lookup_path_bytes(&self, path: &[u8]) -> Result<u32> {
-        let not_found = || Error::NotFound(String::from_utf8_lossy(path).into_owned());
-        let mut ino = self.root();
-        for part in path
-            .split(|&b| b == b'/')
-            .filter(|p| !p.is_empty() && *p != b".")
-        {
-            ino = if part == b".." {
-                self.parent(ino)?
-            } else {
-                if self.kind_of(ino)? != FileKind::Directory {
-                    return Err(not_found());
-                }
-                self.lookup(ino, part)?.ok_or_else(not_found)?
-            };
-        }
-        Ok(ino)
+        lookup_path_in(
+            path,
+            self.root(),
+            |ino| self.parent(ino),
+            |ino| self.kind_of(ino),
+            |ino, name| self.lookup(ino, name),
+        )
     }
 
     /// The attributes of inode `ino`.
@@ -1094,4 +1085,33 @@ pub enum ContentPiece<'a> {
     Data(&'a [u8]),
     /// This many zero bytes (a hole in a sparse file).
     Hole(u64),
+}
+
+/// Finds the inode of a `/`-separated `path` below `root` (empty and `.`
+/// components skipped, `..` to the parent; symlinks are not followed), with
+/// a tree's own `parent`, `kind` and `lookup`: one walk for an image and a
+/// view.
+pub(crate) fn lookup_path_in<I: Copy>(
+    path: &[u8],
+    root: I,
+    parent: impl Fn(I) -> Result<I>,
+    kind: impl Fn(I) -> Result<FileKind>,
+    lookup: impl Fn(I, &[u8]) -> Result<Option<I>>,
+) -> Result<I> {
+    let not_found = || Error::NotFound(String::from_utf8_lossy(path).into_owned());
+    let mut ino = root;
+    for part in path
+        .split(|&b| b == b'/')
+        .filter(|p| !p.is_empty() && *p != b".")
+    {
+        ino = if part == b".." {
+            parent(ino)?
+        } else {
+            if kind(ino)? != FileKind::Directory {
+                return Err(not_found());
+            }
+            lookup(ino, part)?.ok_or_else(not_found)?
+        };
+    }
+    Ok(ino)
 }

@@ -218,7 +218,7 @@ impl Image {
             trusted,
             expect,
             |s| {
-                self.checked_from(source, s, false)
+                self.checked_from(source, s)
                     .map(|(_, payload)| payload.into_owned())
             },
         )
@@ -831,9 +831,9 @@ impl Image {
             }
             result = match self.source.recovery() {
                 Some((_, as_it_is)) if self.signed.is_some() => self
-                    .checked_from(as_it_is, section, false)
-                    .or_else(|_| self.checked_from(&self.source, section, true)),
-                _ => self.checked_from(&self.source, section, true),
+                    .checked_from(as_it_is, section)
+                    .or_else(|_| self.checked_from(&self.source, section)),
+                _ => self.checked_from(&self.source, section),
             };
             self.source
                 .checked(section.offset..section.end(), result.is_ok());
@@ -849,13 +849,11 @@ impl Image {
     /// the header is copied once, then hashed, checked against the
     /// listing and parsed from that copy, so a file changing meanwhile
     /// cannot slip another header past the checks. With `--trust` the
-    /// payload is copied too, and a mismatch with the signature is
-    /// logged when `report`.
+    /// payload is copied too, and checked against the signature.
     fn checked_from<'s>(
         &self,
         source: &'s Source,
         section: &Section,
-        report: bool,
     ) -> Result<(SectionHeader, Cow<'s, [u8]>)> {
         if let Some(why) = &section.damaged {
             return Err(corrupt!("{why}"));
@@ -874,7 +872,7 @@ impl Image {
         // answer two reads differently, and a mapped file may change
         // between check and use.
         payload = Cow::Owned(payload.into_owned());
-        signed.check_section(section, &raw_header, &payload, report)?;
+        signed.check_section(section, &raw_header, &payload)?;
         Ok((header, payload))
     }
 

@@ -10,15 +10,14 @@
 //! metadata, the history) are checked then, so tampered metadata or a
 //! tampered index fails the open. Blocks are checked at each load, before
 //! they are decompressed: a remote image still fetches only what is read,
-//! and a tampered block fails the reads that need it (logged once).
+//! and a tampered block fails the reads that need it (the error says
+//! which block; a front end reports it, a mount logs it once).
 
 use crate::error::{corrupt, Error, Result};
 use crate::section::Section;
 use crate::source::Source;
-use hoard_format::section::{SectionType, Version};
+use hoard_format::section::Version;
 use hoard_trust::{Claims, Expectations, ImageDigest, PublicKey, Signature, TrustedKeys};
-use std::collections::HashSet;
-use std::sync::Mutex;
 
 /// The signed digest of an opened image, against which loads are checked.
 #[derive(Debug)]
@@ -30,8 +29,6 @@ pub struct Signed {
     /// it are not in the digest (the signature section is compared whole
     /// at open; crates/trust/README.md says why recovery data is left out).
     signature_offset: u64,
-    /// Offsets of the sections already reported as not matching.
-    reported: Mutex<HashSet<u64>>,
 }
 
 impl Signed {
@@ -92,7 +89,6 @@ impl Signed {
             key: signature.key,
             claims: signature.claims,
             signature_offset: section.offset,
-            reported: Mutex::new(HashSet::new()),
         })
     }
 
@@ -106,14 +102,12 @@ impl Signed {
         &self.claims
     }
 
-    /// Checks a section's header and payload against the signed digest;
-    /// a mismatch is logged once per section when `report`.
+    /// Checks a section's header and payload against the signed digest.
     pub(crate) fn check_section(
         &self,
         section: &Section,
         header: &[u8],
         payload: &[u8],
-        report: bool,
     ) -> Result<()> {
         if section.offset >= self.signature_offset {
             return Ok(());
@@ -125,22 +119,12 @@ impl Signed {
         if matches {
             return Ok(());
         }
-        let what = format!(
+        Err(corrupt!(
             "{} section {} at offset {} does not match the image signature",
             section.header.kind.name(),
             section.header.number.unwrap_or_default(),
             section.offset
-        );
-        let first = report
-            && self
-                .reported
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(section.offset);
-        if first && section.header.kind == SectionType::BLOCK {
-            eprintln!("hoard: error: {what}: reads of the files in it fail");
-        }
-        Err(Error::Corrupt(what))
+        ))
     }
 }
 

@@ -9,6 +9,7 @@
 
 use crate::cache::BlockCache;
 use crate::error::{corrupt, Error, Result};
+use crate::fs::lookup_path_in;
 use crate::walk::{check_name, join};
 use crate::{FileKind, Filesystem, Stat};
 use std::collections::HashSet;
@@ -143,22 +144,13 @@ pub trait ViewExt: View {
     /// [`ViewExt::lookup_path`] for a path of any bytes (names need not
     /// be UTF-8), as the C binding passes them.
     fn lookup_path_bytes(&self, path: &[u8]) -> Result<u64> {
-        let not_found = || Error::NotFound(String::from_utf8_lossy(path).into_owned());
-        let mut ino = self.root();
-        for part in path
-            .split(|&b| b == b'/')
-            .filter(|p| !p.is_empty() && *p != b".")
-        {
-            ino = if part == b".." {
-                self.parent(ino)?
-            } else {
-                if self.stat(ino)?.kind != FileKind::Directory {
-                    return Err(not_found());
-                }
-                self.lookup(ino, part)?.ok_or_else(not_found)?
-            };
-        }
-        Ok(ino)
+        lookup_path_in(
+            path,
+            self.root(),
+            |ino| self.parent(ino),
+            |ino| Ok(self.stat(ino)?.kind),
+            |ino, name| self.lookup(ino, name),
+        )
     }
 
     /// Finds the inode of a `/`-separated path relative to the root,

@@ -73,21 +73,8 @@ fn single_byte_flips_are_reported() {
     .into_iter()
     .filter_map(|(group, name)| hoard_testdata::image(group, name))
     .collect();
-    let missed: Vec<String> = std::thread::scope(|s| {
-        let handles: Vec<_> = images
-            .iter()
-            .enumerate()
-            .map(|(i, path)| s.spawn(move || missed_flips(path, 0x9e37_79b9_7f4a_7c15 ^ i as u64)))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
+    let missed = hoard_testdata::problems_in_parallel(&images, |i, path| {
+        missed_flips(path, 0x9e37_79b9_7f4a_7c15 ^ i as u64)
     });
-    assert!(
-        missed.is_empty(),
-        "{} flips not reported:\n{}",
-        missed.len(),
-        missed.join("\n")
-    );
+    hoard_testdata::assert_no_problems(&missed, "flips not reported");
 }

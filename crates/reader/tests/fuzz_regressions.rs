@@ -31,28 +31,16 @@ fn replay<E: std::fmt::Debug>(target: &str, body: fn(&[u8]) -> Result<(), E>) {
 }
 
 #[test]
-fn open_image_inputs_do_not_panic() {
+fn saved_inputs_of_every_target_do_not_panic() {
     replay("open_image", fuzzing::open_image);
-}
-
-#[test]
-fn signed_image_inputs_do_not_panic() {
     replay("signed_image", fuzzing::signed_image);
-}
-
-#[test]
-fn decode_metadata_inputs_do_not_panic() {
     replay("decode_metadata", fuzzing::decode_metadata);
-}
-
-#[test]
-fn decompress_inputs_do_not_panic() {
     replay("decompress", fuzzing::decompress);
+    replay("encrypted_image", fuzzing::encrypted_image);
 }
 
 #[test]
-fn encrypted_image_inputs_do_not_panic_and_its_seed_image_opens() {
-    replay("encrypted_image", fuzzing::encrypted_image);
+fn the_encrypted_image_seed_opens() {
     // The seed is encrypted to the fuzzing identity: the target reaches
     // the decryption of every section.
     let seed =

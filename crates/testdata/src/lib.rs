@@ -126,6 +126,70 @@ pub fn text_like(
         .collect()
 }
 
+/// Pseudo-random bytes (xorshift64 from `seed`, which must not be 0),
+/// the same for the same `seed`.
+pub fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed;
+    std::iter::repeat_with(|| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s as u8
+    })
+    .take(n)
+    .collect()
+}
+
+/// A directory `name` made in `dir`, holding `files` (names and contents).
+pub fn tree_with(dir: &std::path::Path, name: &str, files: &[(&str, &[u8])]) -> PathBuf {
+    let tree = dir.join(name);
+    std::fs::create_dir(&tree).unwrap();
+    for (file, bytes) in files {
+        std::fs::write(tree.join(file), bytes).unwrap();
+    }
+    tree
+}
+
+/// The problems `check` finds with each of `items` (it is also given the
+/// item's index), in item order, the items shared out among as many threads
+/// as the machine has.
+pub fn problems_in_parallel<T: Sync>(
+    items: &[T],
+    check: impl Fn(usize, &T) -> Vec<String> + Sync,
+) -> Vec<String> {
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let per = items.len().div_ceil(workers).max(1);
+    let check = &check;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(per)
+            .enumerate()
+            .map(|(c, chunk)| {
+                s.spawn(move || {
+                    (chunk.iter().enumerate())
+                        .flat_map(|(i, item)| check(c * per + i, item))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    })
+}
+
+/// Fails the test, listing `problems`, unless there are none; `what` says
+/// what they are (`"flips not reported"`).
+pub fn assert_no_problems(problems: &[String], what: &str) {
+    assert!(
+        problems.is_empty(),
+        "{} {what}:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
 /// A small deterministic generator (xorshift64*), so that tests that
 /// draw at random reproduce.
 pub struct Rng(pub u64);

@@ -301,7 +301,7 @@ pub(crate) mod tests {
         let a = text(1, 2000);
         let mut b = a.clone();
         b[500..520].copy_from_slice(b"--an edit in between");
-        let noise = crate::segment::tests::noise(a.len(), 0x9e37_79b9_7f4a_7c15);
+        let noise = hoard_testdata::noise(a.len(), 0x9e37_79b9_7f4a_7c15);
         let near = nilsimsa_distance(&nilsimsa(&a), &nilsimsa(&b));
         let far = nilsimsa_distance(&nilsimsa(&a), &nilsimsa(&noise));
         assert!(near < 20, "near {near}");

@@ -435,8 +435,9 @@ impl<'a, S: BlockSink> Segmenter<'a, S> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use hoard_testdata::noise;
 
     #[derive(Default)]
     struct Collect(Vec<Vec<u8>>);
@@ -457,19 +458,6 @@ pub(crate) mod tests {
             lookback: 1,
             split_lone_block: 1,
         }
-    }
-
-    /// Pseudo-random bytes.
-    pub(crate) fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                s as u8
-            })
-            .collect()
     }
 
     /// Segments `files`; returns the stored bytes and, per file, the bytes

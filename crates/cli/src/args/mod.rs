@@ -206,16 +206,14 @@ pub struct VerifyArgs {
     pub json: bool,
 }
 
-/// `hoard manifest`.
+/// How `manifest` and `diff` open an image they are named: where it starts,
+/// and the layers stacked on it (each command says on which).
 #[derive(Debug, Args)]
-pub struct ManifestArgs {
-    /// A directory, an image or a manifest file.
-    pub path: PathBuf,
+pub struct ManifestImage {
     /// Where an image starts in its file: a byte offset or `auto`.
     #[arg(short = 'O', long = "image-offset", default_value = "auto")]
     pub offset: ImageOffset,
-    /// An image stacked on PATH (an image) as a layer (repeatable, bottom
-    /// first): the manifest of the merged tree.
+    /// Images stacked as layers (repeatable, bottom first).
     #[arg(long = "layer", value_name = "LAYER")]
     pub layers: Vec<PathBuf>,
     /// Stack layers even on other images than they were made on.
@@ -223,8 +221,25 @@ pub struct ManifestArgs {
     pub force_stack: bool,
 }
 
+/// `hoard manifest`.
+#[derive(Debug, Args)]
+#[command(mut_arg("layers", |a| a.help(
+    "An image stacked on PATH (an image) as a layer (repeatable, bottom first): \
+     the manifest of the merged tree"
+)))]
+pub struct ManifestArgs {
+    /// A directory, an image or a manifest file.
+    pub path: PathBuf,
+    #[command(flatten)]
+    pub image: ManifestImage,
+}
+
 /// `hoard diff`.
 #[derive(Debug, Args)]
+#[command(mut_arg("layers", |a| a.help(
+    "An image stacked on FIRST (an image) as a layer (repeatable, bottom first): \
+     the merged tree is compared"
+)))]
 pub struct DiffArgs {
     /// A directory, an image or a manifest file.
     pub first: PathBuf,
@@ -237,16 +252,8 @@ pub struct DiffArgs {
     /// Print only the differences, no summary.
     #[arg(short = 'q', long)]
     pub quiet: bool,
-    /// Where an image starts in its file: a byte offset or `auto`.
-    #[arg(short = 'O', long = "image-offset", default_value = "auto")]
-    pub offset: ImageOffset,
-    /// An image stacked on FIRST (an image) as a layer (repeatable,
-    /// bottom first): the merged tree is compared.
-    #[arg(long = "layer", value_name = "LAYER")]
-    pub layers: Vec<PathBuf>,
-    /// Stack layers even on other images than they were made on.
-    #[arg(long)]
-    pub force_stack: bool,
+    #[command(flatten)]
+    pub image: ManifestImage,
 }
 
 /// `hoard mount`.

@@ -20,9 +20,10 @@ pub fn run(args: &DiffArgs) -> Result<u8> {
             diff::FIELDS.join(", ")
         );
     }
+    let image = &args.image;
     let (a, b) = rayon::join(
-        || manifest::load(&args.first, &args.layers, args.force_stack, args.offset),
-        || manifest::load(&args.second, &[], false, args.offset),
+        || manifest::load(&args.first, &image.layers, image.force_stack, image.offset),
+        || manifest::load(&args.second, &[], false, image.offset),
     );
     let (a, b) = (a?, b?);
     let differences = diff::compare(&a, &b, &ignore);

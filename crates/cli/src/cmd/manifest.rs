@@ -7,7 +7,8 @@ use std::io::Write;
 
 /// Prints the manifest of `args.path` to standard output.
 pub fn run(args: &ManifestArgs) -> Result<u8> {
-    let entries = manifest::load(&args.path, &args.layers, args.force_stack, args.offset)?;
+    let image = &args.image;
+    let entries = manifest::load(&args.path, &image.layers, image.force_stack, image.offset)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     manifest::write(&entries, &mut out).context("cannot write to standard output")?;
     out.flush().context("cannot write to standard output")?;

@@ -13,15 +13,11 @@ pub fn run(args: &SignArgs) -> Result<u8> {
     let _cancel = super::interrupt::exit_on_signals()?;
     hoard_writer::sign::sign_image(&args.image, output, &key, claims.clone(), args.force)
         .with_context(|| format!("cannot sign image '{}'", args.image.display()))?;
-    let claimed = if claims.is_empty() {
-        String::new()
-    } else {
-        format!(" ({claims})")
-    };
     println!(
-        "{}: signed by {}{claimed}",
+        "{}: signed by {}{}",
         output.display(),
-        key.public().fingerprint()
+        key.public().fingerprint(),
+        crate::trust::claims_suffix(&claims)
     );
     Ok(0)
 }

@@ -71,14 +71,12 @@ pub fn run(args: &VerifyArgs) -> Result<u8> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&verdict)?);
     } else if verdict.problems.is_empty() {
-        let claimed = if claims.is_empty() {
-            String::new()
-        } else {
-            format!(" ({claims})")
-        };
         println!(
-            "{}: signed by {}{claimed}; all {} sections verified",
-            verdict.image, verdict.signed_by, verdict.sections
+            "{}: signed by {}{}; all {} sections verified",
+            verdict.image,
+            verdict.signed_by,
+            crate::trust::claims_suffix(&claims),
+            verdict.sections
         );
     } else {
         for p in &verdict.problems {

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 #[allow(unused_imports)]
-pub use hoard_testdata::{image, images, images_with_manifest, shared, skipped};
+pub use hoard_testdata::{image, images, images_with_manifest, shared, skipped, tree_with};
 
 /// A `hoard` command.
 pub fn hoard() -> Command {
@@ -253,17 +253,10 @@ pub fn manifest_diff(expected: &str, actual: &str, how: Compare) -> String {
     report
 }
 
-/// Pseudo-random bytes (xorshift64), the same for the same `seed`.
+/// Pseudo-random bytes (xorshift64), the same for the same `seed`; seeds
+/// differing only in the lowest bit give the same bytes.
 pub fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s as u8
-        })
-        .collect()
+    hoard_testdata::noise(n, seed | 1)
 }
 
 /// A zip archive (as a jar is) of `members` deflated members of about 1.6
@@ -828,6 +821,25 @@ pub fn one_line_error(args: &[&str]) -> String {
     err
 }
 
+/// The standard output of a command that must succeed (`what` names it
+/// when it did not).
+pub fn ok(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The one-line error of a command that must fail (exit code 1).
+pub fn refused(out: &Output, what: &str) -> String {
+    assert_eq!(out.status.code(), Some(1), "{what} did not fail");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+    err
+}
+
 /// A path as the text an argument list takes.
 pub fn s(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
@@ -947,4 +959,39 @@ pub fn on_every_image(group: &str, test: impl Fn(&Path, &str) -> Vec<String>) {
 /// skip recorded) where FUSE mounts cannot be made.
 pub fn fuse_tempdir() -> Option<tempfile::TempDir> {
     fuse_available().then(|| tempfile::tempdir().unwrap())
+}
+
+/// [`fuse_tempdir`] with an empty directory `sub` made in it: both, or
+/// `None` where FUSE mounts cannot be made.
+pub fn fuse_tempdir_with(sub: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    let dir = fuse_tempdir()?;
+    let path = dir.path().join(sub);
+    std::fs::create_dir(&path).unwrap();
+    Some((dir, path))
+}
+
+/// The strings of the JSON array `v` (as `hoard info --json` and
+/// `hoard check --json` list them).
+pub fn json_strings(v: &serde_json::Value) -> Vec<&str> {
+    let items = v.as_array().expect("a JSON array");
+    items
+        .iter()
+        .map(|s| s.as_str().expect("a string"))
+        .collect()
+}
+
+/// A temporary directory with a tree `tree` in it of `count` files of
+/// 40 KiB of noise (seeds 1, 2, ...), file `i` at the path `name(i)` in
+/// it (its directory made): with 64 KiB blocks (`-S 16`) every block
+/// holds parts of two or three of them.
+pub fn noise_tree(count: usize, name: impl Fn(usize) -> String) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for i in 0..count {
+        let path = tree.join(name(i));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, noise(40 << 10, i as u64 + 1)).unwrap();
+    }
+    (dir, tree)
 }

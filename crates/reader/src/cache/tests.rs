@@ -59,6 +59,36 @@ fn counting_zstd(payload: &[u8], decoded: &Arc<AtomicUsize>) -> Result<Box<dyn P
     }))
 }
 
+/// A zstd block of a little over 4 MiB, and the bytes decoded from it.
+struct Big {
+    data: Vec<u8>,
+    payload: Vec<u8>,
+    decoded: Arc<AtomicUsize>,
+}
+
+impl Big {
+    fn new() -> Self {
+        let data = sample((4 << 20) + 1000);
+        let payload = zstd(&data);
+        let decoded = Arc::new(AtomicUsize::new(0));
+        Big {
+            data,
+            payload,
+            decoded,
+        }
+    }
+
+    /// A decoder for the block, counting what it decodes.
+    fn open(&self) -> Result<Box<dyn PartialDecoder>> {
+        counting_zstd(&self.payload, &self.decoded)
+    }
+
+    /// The bytes decoded so far.
+    fn decoded(&self) -> usize {
+        self.decoded.load(Ordering::SeqCst)
+    }
+}
+
 #[test]
 fn evicts_least_recently_used_beyond_capacity() {
     let cache = BlockCache::new(250, DEFAULT_DECRATIO);
@@ -145,18 +175,16 @@ fn errors_are_returned_and_not_kept() {
 
 #[test]
 fn reads_near_the_start_decode_only_the_start() {
-    let size = (4 << 20) + 1000;
-    let data = sample(size);
-    let payload = zstd(&data);
-    let decoded = Arc::new(AtomicUsize::new(0));
+    let big = Big::new();
+    let (size, data) = (big.data.len(), &big.data);
     let cache = BlockCache::new(64 << 20, DEFAULT_DECRATIO);
-    let open = || counting_zstd(&payload, &decoded);
+    let open = || big.open();
 
     let block = cache.get(0, 10, open, describe).unwrap();
     assert_eq!(&block[..], &data[..10]);
     let p = cache.progress(0).unwrap();
     assert_eq!((p.decoded, p.size, p.complete), (STEP, size, false));
-    assert_eq!(decoded.load(Ordering::SeqCst), STEP);
+    assert_eq!(big.decoded(), STEP);
     assert!(cache.bytes() > STEP, "decoder state is counted");
 
     // More, still below 80%: decoded in steps as far as asked.
@@ -173,22 +201,16 @@ fn reads_near_the_start_decode_only_the_start() {
     let p = cache.progress(0).unwrap();
     assert_eq!((p.decoded, p.complete), (size, true));
     assert_eq!(cache.bytes(), size, "only the data is left");
-    assert_eq!(
-        decoded.load(Ordering::SeqCst),
-        size,
-        "no byte decoded twice"
-    );
+    assert_eq!(big.decoded(), size, "no byte decoded twice");
     // The early view still shows its bytes.
     assert_eq!(&block[..], &data[..10]);
 }
 
 #[test]
 fn decratio_decides_when_blocks_are_decoded_whole() {
-    let size = (4 << 20) + 1000;
-    let data = sample(size);
-    let payload = zstd(&data);
-    let decoded = Arc::new(AtomicUsize::new(0));
-    let open = || counting_zstd(&payload, &decoded);
+    let big = Big::new();
+    let size = big.data.len();
+    let open = || big.open();
     let complete_after = |ratio: f64, end: usize| {
         let cache = BlockCache::new(64 << 20, ratio);
         cache.get(0, end, open, describe).unwrap();
@@ -268,28 +290,21 @@ fn images_sharing_a_store_keep_their_blocks_apart_and_drop_them_when_closed() {
 
 #[test]
 fn get_decoded_answers_only_from_what_is_decoded() {
-    let size = (4 << 20) + 1000;
-    let data = sample(size);
-    let payload = zstd(&data);
-    let decoded = Arc::new(AtomicUsize::new(0));
+    let big = Big::new();
     let cache = BlockCache::new(64 << 20, DEFAULT_DECRATIO);
-    let open = || counting_zstd(&payload, &decoded);
+    let open = || big.open();
 
     assert!(cache.get_decoded(0, 10).is_none(), "nothing cached yet");
     cache.get(0, 10, open, describe).unwrap();
     let block = cache
         .get_decoded(0, STEP)
         .expect("the first step is decoded");
-    assert_eq!(&block[..], &data[..STEP]);
+    assert_eq!(&block[..], &big.data[..STEP]);
     assert!(
         cache.get_decoded(0, STEP + 1).is_none(),
         "past what is decoded"
     );
-    assert_eq!(
-        decoded.load(Ordering::SeqCst),
-        STEP,
-        "get_decoded decodes nothing"
-    );
+    assert_eq!(big.decoded(), STEP, "get_decoded decodes nothing");
     cache.get(0, usize::MAX, open, describe).unwrap();
-    assert!(cache.get_decoded(0, usize::MAX).unwrap()[..] == data[..]);
+    assert!(cache.get_decoded(0, usize::MAX).unwrap()[..] == big.data[..]);
 }

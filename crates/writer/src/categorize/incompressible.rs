@@ -110,15 +110,7 @@ mod tests {
     use super::*;
 
     fn noise(n: usize) -> Vec<u8> {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        hoard_testdata::noise(n, 0x2545_f491_4f6c_dd1d)
     }
 
     #[test]
