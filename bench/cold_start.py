@@ -316,7 +316,8 @@ def table(w: Workload, vs: list, images: dict, samples: dict, runs: int) -> str:
         m = med[v.id]
         ratio = f"{m['total'] / ref:.2f}x" if ref else "–"
         rss = [s["rss"] for s in samples[v.id] if s["rss"]]
-        memory = f"{statistics.median(rss) / 1024:.0f} MiB" if rss else "– (kernel)" if v.kernel else "–"
+        memory = (f"{statistics.median(rss) / 1024:.0f} MiB" if rss
+                  else "– (kernel)" if v.kernel else "–")
         lines.append(f"| {v.label} | {os.path.getsize(images[v.id]) / 1e6:.1f} MB "
                      f"| {m['mount'] * 1e3:.0f} ms | {m['app']:.3f} s | {m['total']:.3f} s "
                      f"| {ratio} | {memory} |")
