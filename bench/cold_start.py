@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """App cold start from a mounted image, hoard against the alternatives.
 
-hoard against DwarFS, SquashFS (kernel and squashfuse) and the kernel's
-EROFS; prints one Markdown table per workload.
+The alternatives: DwarFS (plain, and with its hotness options), SquashFS
+(kernel and squashfuse) and the kernel's EROFS. Prints one Markdown table
+per workload (bench/README.md; figures in doc/bench/cold-start.md).
 
     bench/cold_start.py                  # every workload, median of 5 runs
     bench/cold_start.py --runs 3 --workloads python
 
-Run it as root on Debian 12 (it installs erofs-utils, squashfs-tools,
-squashfuse and fuse3 when they are missing, and runs DwarFS's `setup.sh`).
+Run it as root on Debian 12 (the workloads take its Python 3.11 and Perl
+5.36; it installs the bench suite's packages when they are missing, see
+bench/deps.py, and runs DwarFS's `setup.sh`). Each command's output goes
+to WORK/hoard-cold-start.log.
 Python 3 standard library only. DwarFS's tools come from where the bench
 suite takes them (`$DWARFS_BIN`, else ../shared/anchors/dwarfs-0.15.3/bin).
 
@@ -219,7 +222,7 @@ def probe(vs: list, programs: tools.Programs) -> None:
     for v in vs:
         missing = [n for n in v.needs if not programs.find(n)]
         if missing and not v.why_not:
-            v.why_not = "; ".join(programs.why.get(n, f"{n} not found") for n in missing)
+            v.why_not = "; ".join(f"{n}: {programs.why.get(n, 'not found')}" for n in missing)
 
 
 def record_hot_list(b: Bench, w: Workload, dwarfs: Variant, image: str, out: str) -> None:
