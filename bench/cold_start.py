@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""App cold start from a mounted image, hoard against the alternatives.
+
+The alternatives: DwarFS (plain, and with its hotness options), SquashFS
+(kernel and squashfuse) and the kernel's EROFS. Prints one Markdown table
+per workload (bench/README.md; figures in doc/bench/cold-start.md).
+
+    bench/cold_start.py                  # every workload, median of 5 runs
+    bench/cold_start.py --runs 3 --workloads python
+
+Run it as root on Debian 12 (the workloads take its Python 3.11 and Perl
+5.36; it installs the bench suite's packages when they are missing, see
+bench/deps.py, and runs DwarFS's `setup.sh`). Each command's output goes
+to WORK/hoard-cold-start.log.
+Python 3 standard library only. DwarFS's tools come from where the bench
+suite takes them (`$DWARFS_BIN`, else ../shared/anchors/dwarfs-0.15.3/bin).
+
+Workloads, each a tree copied from this machine and packed by every variant:
+- `python`: the Python 3.11 interpreter and its standard library
+  (`bin/python3`, `lib/python3.11/...` with its `__pycache__`); the
+  interpreter is started from the mount (`MNT/bin/python3 -I`, so it
+  finds its library beside itself) and imports 42 standard modules.
+- `perl`: Perl's modules (`/usr/share/perl`, `/usr/lib/x86_64-linux-gnu/
+  perl` and `perl-base`); the system's `perl` loads 38 of them with
+  `@INC` set to the mount alone.
+Before the timed runs, one warm run per variant checks that every module
+was loaded from the mount.
+
+Cold means: the page cache dropped (`sync; echo 3 > /proc/sys/vm/
+drop_caches`) before each run, and the time includes the mount. One run:
+drop the cache, start the clock, mount (FUSE drivers daemonize; the mount
+counts from the command's start until the mount point answers), run the
+workload to its end, stop the clock, read the FUSE driver's peak memory
+(VmHWM), unmount. Each figure is the median of --runs runs; within a run
+every variant goes once, the order rotated by one each run, so that
+drift of the machine hits all alike. Ratios are against kernel EROFS.
+
+DwarFS with hotness: a warm run on the plain DwarFS image mounted with
+`-o analysis_file=FILE` records the files the workload opens; that list
+builds a second image (`mkdwarfs --categorize=hotness --hotness-list=FILE
+--order=hotness::explicit:file=FILE`), mounted with
+`-o preload_category=hotness`.
+
+Everything is unmounted on the way out, Ctrl-C and SIGTERM included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import deps  # noqa: E402
+import measure  # noqa: E402
+import mounts  # noqa: E402
+import tools  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REFERENCE = "erofs"  # every ratio is against kernel EROFS
+PYTHON_MODULES = (
+    "argparse asyncio base64 bz2 collections concurrent.futures contextlib copy csv "
+    "dataclasses datetime decimal email.message enum fractions functools gzip hashlib "
+    "http.client inspect itertools json logging lzma pathlib pickle random re shutil "
+    "socket sqlite3 ssl statistics subprocess tarfile tempfile textwrap typing "
+    "urllib.request uuid xml.etree.ElementTree zipfile").split()
+PERL_MODULES = (
+    "strict warnings Archive::Tar Benchmark Carp Compress::Zlib Cwd Data::Dumper "
+    "Digest::MD5 Digest::SHA Encode Errno Exporter Fcntl File::Find File::Path File::Spec "
+    "File::Temp Getopt::Long HTTP::Tiny IO::Compress::Gzip IO::File IO::Socket JSON::PP "
+    "List::Util MIME::Base64 Math::BigInt POSIX Pod::Usage Scalar::Util Socket Storable "
+    "Term::ANSIColor Test::More Text::ParseWords Text::Wrap Time::HiRes Time::Local").split()
+PERL_INC = ("lib/perl/5.36", "share/perl/5.36", "lib/perl-base")
+
+
+@dataclasses.dataclass
+class Workload:
+    """An app start: a tree to pack and a command to run on its mount."""
+
+    id: str
+    title: str
+    sources: tuple  # (path on this machine, path in the tree)
+    command: object  # (mnt) -> argv that starts the app
+    strays: object  # (mnt) -> argv printing what the app loaded from elsewhere
+
+
+def python_argv(mnt: str, code: str) -> list:
+    """The interpreter on the mount, isolated, running `code`."""
+    return [os.path.join(mnt, "bin", "python3"), "-I", "-c", code]
+
+
+def perl_argv(mnt: str, code: str) -> list:
+    """The system's perl, with the mount as its only @INC, running `code`."""
+    inc = ", ".join(f"'{os.path.join(mnt, d)}'" for d in PERL_INC)
+    uses = " ".join(f"use {m};" for m in PERL_MODULES)
+    return ["perl", "-e", f"BEGIN {{ @INC = ({inc}) }} {uses} {code}"]
+
+
+WORKLOADS = [
+    Workload("python", f"Python 3.11 starts from the mount and imports {len(PYTHON_MODULES)} "
+             "standard modules",
+             (("/usr/bin/python3.11", "bin/python3"), ("/usr/lib/python3.11", "lib/python3.11")),
+             lambda m: python_argv(m, "import " + ", ".join(PYTHON_MODULES)),
+             lambda m: python_argv(m, "import sys, " + ", ".join(PYTHON_MODULES) + "\n"
+                                   "for f in sorted({getattr(v, '__file__', None) or '' "
+                                   "for v in list(sys.modules.values())}):\n"
+                                   f"    f and not f.startswith('{m}/') and print(f)")),
+    Workload("perl", f"perl loads {len(PERL_MODULES)} modules from the mount",
+             (("/usr/share/perl", "share/perl"),
+              ("/usr/lib/x86_64-linux-gnu/perl", "lib/perl"),
+              ("/usr/lib/x86_64-linux-gnu/perl-base", "lib/perl-base")),
+             lambda m: perl_argv(m, ""),
+             lambda m: perl_argv(m, f"print qq($_\\n) for grep {{ index($_, '{m}/') }} "
+                                 "values %INC;")),
+]
+
+
+@dataclasses.dataclass
+class Variant:
+    """One way to pack a tree and mount the image."""
+
+    id: str
+    label: str
+    needs: tuple  # programs that must exist ("hoard", DwarFS's tools, others on PATH)
+    build: object = None  # (find, tree, image, hot_list) -> argv
+    mount: object = None  # (find, image, mnt) -> argv
+    kernel: bool = False  # a loop mount of the kernel's own driver
+    image_of: str | None = None  # mounts that variant's image instead of building one
+    hot_list: bool = False  # its build needs the files a run opened (recorded with DwarFS)
+    why_not: str | None = None  # set when it cannot run here
+
+
+def variants() -> list:
+    """Every variant, in table order."""
+    loop = lambda fs: lambda f, i, m: ["mount", "-t", fs, "-o", "loop,ro", i, m]  # noqa: E731
+    return [
+        Variant("hoard", "hoard", ("hoard",),
+                lambda f, t, i, h: [f("hoard"), "create", "-i", t, "-o", i, "--no-progress"],
+                lambda f, i, m: [f("hoard"), "mount", i, m]),
+        Variant("hoard-hot", "hoard, hot-ordered + preload", (),
+                why_not="not implemented yet (#46)"),
+        Variant("dwarfs", "DwarFS", ("mkdwarfs", "dwarfs"),
+                lambda f, t, i, h: [f("mkdwarfs"), "-i", t, "-o", i, "--no-progress"],
+                lambda f, i, m: [f("dwarfs"), i, m]),
+        Variant("dwarfs-hot", "DwarFS, hotness + preload", ("mkdwarfs", "dwarfs"),
+                lambda f, t, i, h: [f("mkdwarfs"), "-i", t, "-o", i, "--no-progress",
+                                    "--categorize=hotness", f"--hotness-list={h}",
+                                    f"--order=hotness::explicit:file={h}"],
+                lambda f, i, m: [f("dwarfs"), i, m, "-o", "preload_category=hotness"],
+                hot_list=True),
+        Variant("erofs", "kernel EROFS (lz4hc)", ("mkfs.erofs", "mount"),
+                lambda f, t, i, h: ["mkfs.erofs", "-zlz4hc", i, t], loop("erofs"), kernel=True),
+        Variant("squashfs", "kernel SquashFS (zstd)", ("mksquashfs", "mount"),
+                lambda f, t, i, h: ["mksquashfs", t, i, "-comp", "zstd", "-noappend",
+                                    "-quiet", "-no-progress"],
+                loop("squashfs"), kernel=True),
+        Variant("squashfuse", "squashfuse (same image)", ("squashfuse",),
+                mount=lambda f, i, m: ["squashfuse", i, m], image_of="squashfs"),
+    ]
+
+
+class Bench:
+    """The scratch directory, the programs and the command log of one
+    invocation."""
+
+    def __init__(self, work: str, programs: tools.Programs, log):
+        self.work = work
+        self.programs = programs
+        self.mnt = os.path.join(work, "mnt")
+        os.mkdir(self.mnt)
+        self.log = log
+
+    def find(self, name: str) -> str:
+        """The path of program `name` (looked up by `tools.Programs`)."""
+        return self.programs.find(name)
+
+    def run(self, argv: list, timeout: float = 600) -> float:
+        """Runs `argv` to its end, output to the log; its wall seconds.
+        Raises RuntimeError when it fails."""
+        s = measure.run([argv], log=self.log, timeout=timeout)
+        if not s.ok:
+            raise RuntimeError(f"{os.path.basename(argv[0])} failed (exit {s.rc}); "
+                               f"see {self.log.name}")
+        return s.wall
+
+    @contextlib.contextmanager
+    def mounted(self, v: Variant, image: str, extra: tuple = ()):
+        """`image` mounted by `v` at self.mnt, until the `with` block ends;
+        yields the FUSE driver's pid (None for the kernel)."""
+        argv = v.mount(self.find, image, self.mnt) + list(extra)
+        pid = None
+        try:
+            self.run(argv, timeout=60)
+            mounts._wait_mounted(self.mnt, time.perf_counter() + 60)
+            if not v.kernel:
+                pid = mounts.daemon_pid(self.mnt, os.path.basename(argv[0]))
+            yield pid
+        finally:
+            mounts.unmount(self.mnt, v.kernel, pid, self.log)
+
+
+def copy_tree(w: Workload, tree: str) -> None:
+    """Copies the workload's sources into `tree` (modes and times kept, so
+    the interpreters' byte-code caches stay valid)."""
+    for src, dest in w.sources:
+        dest = os.path.join(tree, dest)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        subprocess.run(["cp", "-a", src, dest], check=True)
+
+
+def probe(vs: list, programs: tools.Programs) -> None:
+    """Sets `why_not` on the variants whose programs are missing."""
+    for v in vs:
+        missing = [n for n in v.needs if not programs.find(n)]
+        if missing and not v.why_not:
+            v.why_not = "; ".join(f"{n}: {programs.why.get(n, 'not found')}" for n in missing)
+
+
+def record_hot_list(b: Bench, w: Workload, dwarfs: Variant, image: str, out: str) -> None:
+    """Writes to `out` the files `w` opens, recorded by DwarFS's driver
+    (`-o analysis_file`) during a warm run on `image`."""
+    with b.mounted(dwarfs, image, ("-o", f"analysis_file={out}")):
+        b.run(w.command(b.mnt))
+    if not os.path.getsize(out):
+        raise RuntimeError("DwarFS recorded no file")
+
+
+def build_images(b: Bench, w: Workload, vs: list) -> dict:
+    """Packs the workload's tree with every variant that can run; returns
+    variant id -> image path. A variant that fails gets its `why_not`."""
+    tree = os.path.join(b.work, w.id, "tree")
+    copy_tree(w, tree)
+    images = {}
+    hot_list = os.path.join(b.work, w.id, "hot-files.txt")
+    for v in vs:
+        if v.why_not:
+            continue
+        if v.image_of or v.hot_list:
+            base = v.image_of or "dwarfs"
+            if base not in images:
+                v.why_not = f"needs the {base} image, which is missing"
+                continue
+        if v.image_of:
+            images[v.id] = images[v.image_of]
+            continue
+        image = os.path.join(b.work, w.id, v.id + ".img")
+        try:
+            if v.hot_list:
+                dwarfs = next(d for d in vs if d.id == "dwarfs")
+                record_hot_list(b, w, dwarfs, images["dwarfs"], hot_list)
+            b.run(v.build(b.find, tree, image, hot_list))
+            images[v.id] = image
+        except RuntimeError as e:
+            v.why_not = f"failed: {e}"
+    shutil.rmtree(tree)
+    return images
+
+
+def check_strays(b: Bench, w: Workload, v: Variant, image: str) -> None:
+    """A warm run that fails when the app loaded anything from outside the mount."""
+    with b.mounted(v, image):
+        r = subprocess.run(w.strays(b.mnt), capture_output=True, text=True, timeout=120)
+    if r.returncode != 0 or r.stdout.strip():
+        raise RuntimeError(f"{w.id} on {v.id}: exit {r.returncode}, loaded from elsewhere: "
+                           f"{(r.stdout + r.stderr).split()[:3]}")
+
+
+def cold_run(b: Bench, w: Workload, v: Variant, image: str) -> dict:
+    """One cold start: mount and workload timed from a dropped page cache."""
+    measure.drop_caches()
+    start = time.perf_counter()
+    with b.mounted(v, image) as pid:
+        mounted = time.perf_counter()
+        b.run(w.command(b.mnt), timeout=120)
+        end = time.perf_counter()
+        rss = measure.proc_peak_rss_kib(pid) if pid else None
+    return {"mount": mounted - start, "app": end - mounted, "total": end - start, "rss": rss}
+
+
+def bench_workload(b: Bench, w: Workload, vs: list, runs: int) -> tuple:
+    """Builds, checks and times one workload; (images, samples per variant id)."""
+    images = build_images(b, w, vs)
+    for v in vs:
+        if v.id in images:
+            try:
+                check_strays(b, w, v, images[v.id])
+            except RuntimeError as e:
+                v.why_not = str(e)
+                del images[v.id]
+    live = [v for v in vs if v.id in images]
+    samples = {v.id: [] for v in live}
+    for r in range(runs):
+        for v in measure.round_robin(live, r):
+            samples[v.id].append(cold_run(b, w, v, images[v.id]))
+    return images, samples
+
+
+def table(w: Workload, vs: list, images: dict, samples: dict, runs: int) -> str:
+    """The Markdown table of one workload, skipped variants named below it."""
+    med = {k: {f: statistics.median(s[f] for s in got) for f in ("mount", "app", "total")}
+           for k, got in samples.items()}
+    ref = med.get(REFERENCE, {}).get("total")
+    lines = [f"### {w.title}", "",
+             f"Median of {runs} cold runs (page cache dropped, mount included).", "",
+             "| variant | image | mount | workload | total | vs kernel EROFS | driver peak memory |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for v in vs:
+        if v.id not in samples:
+            continue
+        m = med[v.id]
+        ratio = f"{m['total'] / ref:.2f}x" if ref else "–"
+        rss = [s["rss"] for s in samples[v.id] if s["rss"]]
+        memory = (f"{statistics.median(rss) / 1024:.0f} MiB" if rss
+                  else "– (kernel)" if v.kernel else "–")
+        lines.append(f"| {v.label} | {os.path.getsize(images[v.id]) / 1e6:.1f} MB "
+                     f"| {m['mount'] * 1e3:.0f} ms | {m['app']:.3f} s | {m['total']:.3f} s "
+                     f"| {ratio} | {memory} |")
+    skipped = [f"- {v.label}: {v.why_not}" for v in vs if v.why_not]
+    if skipped:
+        lines += ["", "Not run:", *skipped]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--workloads", nargs="+", choices=[w.id for w in WORKLOADS],
+                    default=[w.id for w in WORKLOADS])
+    ap.add_argument("--hoard", default=os.path.join(
+        os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")), "release", "hoard"))
+    ap.add_argument("--work", default="/var/tmp",
+                    help="where images are built, in a temporary directory, and where "
+                    "hoard-cold-start.log (every command's output) goes; a disk, not tmpfs")
+    a = ap.parse_args()
+    if not measure.can_drop_caches():
+        sys.exit("cold_start.py: run it as root (it drops the page cache and loop-mounts)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # unwinds through the unmounts
+    deps.install(lambda msg: print(msg, file=sys.stderr))
+    dwarfs_bin = tools.dwarfs_dir(REPO)
+    deps.setup_dwarfs(dwarfs_bin, lambda msg: print(msg, file=sys.stderr))
+    programs = tools.Programs(os.path.abspath(a.hoard), dwarfs_bin)
+    log_path = os.path.join(a.work, "hoard-cold-start.log")
+    with (tempfile.TemporaryDirectory(prefix="hoard-cold-start-", dir=a.work) as work,
+          open(log_path, "wb") as log):
+        b = Bench(work, programs, log)
+        for w in WORKLOADS:
+            if w.id not in a.workloads:
+                continue
+            vs = variants()
+            probe(vs, programs)
+            images, samples = bench_workload(b, w, vs, a.runs)
+            print(table(w, vs, images, samples, a.runs) + "\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the mounts are gone by now (every one in a `with`)
+        sys.exit(130)
