@@ -6,8 +6,9 @@ mod common;
 
 use common::{
     assert_refused_never_wrong, create_image, dwarfs_bin, dwarfs_check_and_extract,
-    files_using_block, fuse_available, hoard, noise_tree, ok, refused, rehash, run, s, skipped,
-    tamper_section, tampered, with_recovery_of, SectionList,
+    files_using_block, fuse_available, hoard, hoard_fails, hoard_ok, noise_tree, ok,
+    one_line_error, refused, rehash, run, s, skipped, tamper_section, tampered, with_recovery_of,
+    SectionList,
 };
 use hoard_format::section::SectionType;
 use std::collections::BTreeSet;
@@ -830,4 +831,54 @@ fn trusted_keys_refuse_an_archive_which_carries_no_signature() {
         err.contains("is an archive, which carries no signature"),
         "{err}"
     );
+}
+
+/// Signing in place appends the signature to the image: the same file,
+/// its bytes kept. A signature cut short there (a kill during the
+/// append) leaves the image readable as unsigned, `check` names it, and
+/// signing again completes it.
+#[test]
+fn signing_in_place_appends_and_a_signature_cut_short_is_signed_again() {
+    use std::os::unix::fs::MetadataExt;
+    let fx = Fixture::new();
+    let image = fx.image("plain.dwarfs", &[]);
+    let unsigned = std::fs::read(&image).unwrap();
+    let listing = hoard_ok(&["ls", s(&image)]);
+    let inode = std::fs::metadata(&image).unwrap().ino();
+    ok(
+        &run(&["sign", s(&image), "--key", s(&fx.key)]),
+        "sign in place",
+    );
+    assert_eq!(
+        std::fs::metadata(&image).unwrap().ino(),
+        inode,
+        "not replaced"
+    );
+    let signed = std::fs::read(&image).unwrap();
+    assert_eq!(
+        signed[..unsigned.len()],
+        unsigned[..],
+        "the image's bytes are kept"
+    );
+    ok(&verify(&image, &fx.public), "verify");
+
+    let tail = signed.len() - unsigned.len();
+    let torn = fx.path("torn.dwarfs");
+    for cut in [1, 7, 63, 64, 65, tail / 2, tail - 1] {
+        std::fs::write(&torn, &signed[..unsigned.len() + cut]).unwrap();
+        assert_eq!(
+            hoard_ok(&["ls", s(&torn)]),
+            listing,
+            "cut at {cut}: reads as unsigned"
+        );
+        let error = one_line_error(&["verify", s(&torn), "--trust", s(&fx.public)]);
+        assert!(error.contains("not signed"), "cut at {cut}: {error}");
+        let check = hoard_fails(&["check", s(&torn)]);
+        assert!(check.contains("cut short"), "cut at {cut}: {check}");
+        ok(&run(&["sign", s(&torn), "--key", s(&fx.key)]), "sign again");
+        assert!(
+            std::fs::read(&torn).unwrap() == signed,
+            "cut at {cut}: signed as before"
+        );
+    }
 }

@@ -59,6 +59,9 @@ pub fn check_sections(image: &Image, report: &mut Report) {
     if let Some(p) = image.index_problem() {
         report.problems.push(format!("section index: {p}"));
     }
+    if let Some(p) = image.cut_short() {
+        report.problems.push(p.to_string());
+    }
     let problems: Vec<String> = image
         .sections()
         .par_iter()

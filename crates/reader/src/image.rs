@@ -74,6 +74,8 @@ pub struct Image {
     resolved: std::sync::OnceLock<Vec<Section>>,
     used_index: bool,
     index_problem: Option<String>,
+    /// What was left out at the end of the image, cut short.
+    cut_short: Option<String>,
     /// The signed digest every load is checked against (`--trust`).
     signed: Option<Signed>,
     /// The key of an encrypted image.
@@ -347,6 +349,7 @@ impl Image {
             resolved: std::sync::OnceLock::new(),
             used_index: false,
             index_problem: None,
+            cut_short: None,
             signed: None,
             encryption: None,
             checks_sha: std::sync::atomic::AtomicBool::new(false),
@@ -364,8 +367,13 @@ impl Image {
             }
         }
         match image.scan_sections() {
-            Ok(sections) => {
+            Ok((sections, cut_short)) => {
                 image.sections = sections;
+                if cut_short.is_some() {
+                    // The index was looked for at the end of what was cut short.
+                    image.index_problem = None;
+                    image.cut_short = cut_short;
+                }
                 Ok(image)
             }
             Err(e) => Err((e, image.source)),
@@ -389,15 +397,28 @@ impl Image {
         }
     }
 
-    /// Walks the section headers from the start of the image.
-    fn scan_sections(&self) -> Result<Vec<Section>> {
+    /// Walks the section headers from the start of the image. A
+    /// signature section cut short at the end (an interrupted in-place
+    /// `hoard sign`, which appends one) ends the walk: it is left out,
+    /// and named in the second value.
+    fn scan_sections(&self) -> Result<(Vec<Section>, Option<String>)> {
         let mut pos = self.offset;
         if self.version.layout() == HeaderLayout::V1 {
             pos += FILE_HEADER_SIZE as u64;
         }
         let mut sections = Vec::new();
         while pos < self.source.len() {
-            let section = self.section_at(pos)?;
+            let section = match self.section_at(pos) {
+                Ok(section) => section,
+                Err(_) if self.is_cut_short_signature(pos, sections.len()) => {
+                    let why = format!(
+                        "the image ends with a signature section cut short at offset {pos} \
+                         (an interrupted `hoard sign`): sign it again"
+                    );
+                    return Ok((sections, Some(why)));
+                }
+                Err(e) => return Err(e),
+            };
             if let Some(n) = section.header.number {
                 if n as usize != sections.len() {
                     return Err(corrupt!(
@@ -409,7 +430,35 @@ impl Image {
             pos = section.end();
             sections.push(section);
         }
-        Ok(sections)
+        Ok((sections, None))
+    }
+
+    /// Whether the bytes from `pos` to the end of the file are the start
+    /// of section `number`, a signature section, cut short: less than a
+    /// header that starts as this image's headers do, or a whole header
+    /// of that section whose payload runs past the end.
+    fn is_cut_short_signature(&self, pos: u64, number: usize) -> bool {
+        if self.version.layout() != HeaderLayout::V2 || pos <= self.offset {
+            return false;
+        }
+        let left = self.source.len().saturating_sub(pos);
+        let Ok(bytes) = self.source.read(pos, left.min(V2_HEADER_SIZE as u64)) else {
+            return false;
+        };
+        if bytes.len() < V2_HEADER_SIZE {
+            let Ok(first) = self.source.read(self.offset, 8) else {
+                return false;
+            };
+            return !bytes.is_empty() && first.starts_with(&bytes[..bytes.len().min(8)]);
+        }
+        section::parse_header(&bytes, self.version).is_ok_and(|header| {
+            header.kind == hoard_trust::SECTION_TYPE
+                && header.number.is_some_and(|n| n as usize == number)
+                && pos
+                    .saturating_add(V2_HEADER_SIZE as u64)
+                    .saturating_add(header.length)
+                    > self.source.len()
+        })
     }
 
     /// Reads and checks the header of the section at `pos`.
@@ -732,6 +781,12 @@ impl Image {
     /// Why a section index present in the image was not used, if it was not.
     pub fn index_problem(&self) -> Option<&str> {
         self.index_problem.as_deref()
+    }
+
+    /// A signature section cut short at the end of the image, left out
+    /// (an interrupted in-place `hoard sign`), if there is one.
+    pub fn cut_short(&self) -> Option<&str> {
+        self.cut_short.as_deref()
     }
 
     /// The raw payload of a section, without any check.

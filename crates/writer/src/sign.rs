@@ -1,14 +1,23 @@
-//! Signing an image that exists (`hoard sign`): its bytes up to any
-//! earlier signature or recovery data are copied to a temporary file
-//! beside the output, the signature (and new recovery data of the same
-//! percent, when the image had some) appended, and the file put in
-//! place when complete, as every output is ([`crate::scratch`]).
+//! Signing an image that exists (`hoard sign`).
 //!
-//! Renamed over an existing file (signing in place), the temporary file
-//! is written back to disk as it is written: ext4 (and others) flush a
-//! file renamed over another before the rename, so that a crash cannot
-//! leave the old name with no data, and that flush then finds the disk
-//! already busy with most of it instead of starting it at the end.
+//! In place, an image with nothing after its sections (not signed yet,
+//! no recovery data) gets its signature appended: its bytes are read
+//! and hashed, not copied. An append cut short by a crash or a kill
+//! leaves a signature section cut short, which readers leave out (the
+//! image reads as unsigned, and `hoard check` names it) until it is
+//! signed again.
+//!
+//! Otherwise (into another file, or over an earlier signature or
+//! recovery data) the image's bytes up to any earlier signature or
+//! recovery data are copied to a temporary file beside the output, the
+//! signature (and new recovery data of the same percent, when the image
+//! had some) appended, and the file put in place when complete, as
+//! every output is ([`crate::scratch`]). Renamed over an existing file,
+//! the temporary file is written back to disk as it is written: ext4
+//! (and others) flush a file renamed over another before the rename, so
+//! that a crash cannot leave the old name with no data, and that flush
+//! then finds the disk already busy with most of it instead of starting
+//! it at the end.
 
 use crate::scratch::ScratchFile;
 use crate::{Error, Result};
@@ -66,6 +75,14 @@ pub fn sign_image(
         }
     }
 
+    let number = u32::try_from(count).map_err(|_| Error::Input("too many sections".into()))?;
+    let bare = count == listed.len() && image.recovery().is_none();
+    if same && bare {
+        if let Some(file) = open_to_append(input)? {
+            return append_signature(&file, input, &image, signed, number, key, claims);
+        }
+    }
+
     let mut tmp = ScratchFile::new_in(crate::scratch::directory_of(output))?;
     let io = |e| Error::io(output, e);
     let source = std::fs::File::open(input).map_err(|e| Error::io(input, e))?;
@@ -73,14 +90,8 @@ pub fn sign_image(
         file: tmp.as_file(),
         write_back: replaces,
     };
-    let digest = copy_and_hash(&source, &out, &image, signed).map_err(|e| match e {
-        Copy::Io(e) if e.kind() == ErrorKind::UnexpectedEof => {
-            Error::Input(format!("{}: changed while it was read", input.display()))
-        }
-        Copy::Io(e) => io(e),
-        Copy::Damaged(why) => damaged(why),
-    })?;
-    let number = u32::try_from(count).map_err(|_| Error::Input("too many sections".into()))?;
+    let digest = copy_and_hash(&source, Some(&out), &image, signed)
+        .map_err(|e| copy_error(e, input, output))?;
     let section = Signature::sign(digest, claims, key).section(number, image.version());
     let file = tmp.as_file_mut();
     file.write_all_at(&section, end)
@@ -104,6 +115,71 @@ pub fn sign_image(
     let size = tmp.as_file().metadata().map_err(io)?.len();
     tmp.persist(output, true).map_err(io)?;
     Ok(size)
+}
+
+/// The image in `path` opened to append to, locked against another
+/// `hoard sign`; `None` when this process may not write it (then it is
+/// signed into a new file put in its place, which needs only its
+/// directory writable).
+fn open_to_append(path: &Path) -> Result<Option<File>> {
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain system call on a file descriptor we hold.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(Error::Input(format!(
+            "{}: another process holds a lock on it (another `hoard sign`?)",
+            path.display()
+        )));
+    }
+    Ok(Some(file))
+}
+
+/// Signs the image in `file` (at `path`) in place: hashes its `signed`
+/// sections as they are and appends section `number`, the signature.
+/// Returns the size of the signed image.
+fn append_signature(
+    file: &File,
+    path: &Path,
+    image: &Image,
+    signed: &[Section],
+    number: u32,
+    key: &SecretKey,
+    claims: Claims,
+) -> Result<u64> {
+    let end = signed.last().map_or(image.offset(), |s| s.end());
+    let digest = copy_and_hash(file, None, image, signed).map_err(|e| copy_error(e, path, path))?;
+    let section = Signature::sign(digest, claims, key).section(number, image.version());
+    let size = end + section.len() as u64;
+    file.write_all_at(&section, end)
+        .and_then(|_| file.set_len(size))
+        .map_err(|e| Error::io(path, e))?;
+    Ok(size)
+}
+
+/// The error for a failed copy (or hashing) of `input` into `output`.
+fn copy_error(e: Copy, input: &Path, output: &Path) -> Error {
+    match e {
+        Copy::Io(e) if e.kind() == ErrorKind::UnexpectedEof => {
+            Error::Input(format!("{}: changed while it was read", input.display()))
+        }
+        Copy::Io(e) => Error::io(output, e),
+        Copy::Damaged(why) => damaged(why),
+    }
 }
 
 /// Whether sections of `kind` are appended after the signed ones.
@@ -159,13 +235,14 @@ impl Output<'_> {
 }
 
 /// Copies the image's prefix and `signed` sections from `source` to the
-/// same offsets of `out`, each read once into memory, checked against
-/// its XXH3-64 hash (an image with damaged bytes is not signed), hashed
-/// for the digest and written from that one copy, the sections in
-/// parallel on all cores. Returns the digest of what was written.
+/// same offsets of `out` (when given), each read once into memory,
+/// checked against its XXH3-64 hash (an image with damaged bytes is not
+/// signed), hashed for the digest and written from that one copy, the
+/// sections in parallel on all cores. Returns the digest of what was
+/// read.
 fn copy_and_hash(
     source: &File,
-    out: &Output<'_>,
+    out: Option<&Output<'_>>,
     image: &Image,
     signed: &[Section],
 ) -> std::result::Result<ImageDigest, Copy> {
@@ -176,7 +253,9 @@ fn copy_and_hash(
         buf.resize(len, 0);
         source.read_exact_at(buf, start)?;
         let hash = kind.hash(buf);
-        out.write_at(buf, start)?;
+        if let Some(out) = out {
+            out.write_at(buf, start)?;
+        }
         Ok(hash)
     };
     let prefix_hash = copy(&mut Vec::new(), 0, image.offset())?;
