@@ -12,9 +12,8 @@ byte is hashed. The page cache is warm (the image was just written):
 what is measured is hashing and copying, not the disk; each run writes
 a new file after the last run's writes have reached the disk. Signing
 in place (`hoard sign IMAGE`, no `-o`) signs a fresh copy of the image
-each run; its temporary file is renamed over the copy, and ext4 (by
-default) writes a file renamed over another to disk before the rename,
-so that one waits on the disk too. CPU time is given beside wall time,
+each run; an unsigned image gets its signature appended, so that one
+reads and hashes the image without writing it again. CPU time is given beside wall time,
 and the load average before the runs: on a machine shared with other
 work the wall time grows, the CPU time much less.
 Python 3 standard library only.
