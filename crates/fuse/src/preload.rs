@@ -3,7 +3,8 @@
 //! the block cache, in block order, so the first reads find them there.
 //!
 //! Blocks that lie side by side in the file are read ahead in one piece
-//! (as far as the cache has room for them) before they are decompressed.
+//! (as far as the cache has room for them, up to [`READ_AHEAD`] bytes)
+//! before they are decompressed.
 //! Preloading stops before a block that would not fit in the cache, so it
 //! never evicts a block it (or a reader) brought in, and it stops at the
 //! end of the mount.
@@ -13,6 +14,11 @@ use hoard_reader::{Filesystem, View};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+/// The most bytes of the file read ahead at once: large reads, while a
+/// remote image's memory for fetched bytes (`remote_memory`, 128 MiB by
+/// default) holds them until they are decompressed.
+pub const READ_AHEAD: u64 = 16 << 20;
 
 /// How a preload of one image ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,8 +159,8 @@ pub fn preload(fs: &Filesystem, blocks: &[u32], stop: &AtomicBool) -> Ended {
 }
 
 /// Asks for the first of `blocks` (not empty) and those following it
-/// side by side in the file, at most `max`, to be read ahead in one
-/// piece; returns how many that covers.
+/// side by side in the file, at most `max` and [`READ_AHEAD`] bytes, to
+/// be read ahead in one piece; returns how many that covers.
 fn read_ahead(fs: &Filesystem, blocks: &[u32], max: usize) -> usize {
     let Some(mut span) = blocks.first().and_then(|&b| fs.block_span(b)) else {
         return 1;
@@ -162,7 +168,9 @@ fn read_ahead(fs: &Filesystem, blocks: &[u32], max: usize) -> usize {
     let mut count = 1;
     while count < max.min(blocks.len()) {
         match fs.block_span(blocks[count]) {
-            Some(next) if next.start == span.end => span.end = next.end,
+            Some(next) if next.start == span.end && next.end - span.start <= READ_AHEAD => {
+                span.end = next.end
+            }
             _ => break,
         }
         count += 1;
