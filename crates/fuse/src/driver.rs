@@ -10,8 +10,10 @@
 //! Reads run on a worker pool so that a slow block decompression never
 //! holds up other requests.
 
+use crate::analysis::Analysis;
 use crate::options::{Mlock, MountOptions, Tidy};
 use crate::perfmon::{Op, PerfMon};
+use crate::preload::{self, Preloader};
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, MountOption, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
@@ -87,9 +89,12 @@ fn remote_stats(view: &dyn View) -> Option<hoard_reader::source::FetchStats> {
 /// requests until it is unmounted.
 ///
 /// Every error that can be detected before mounting (bad mount point, no
-/// FUSE) is returned before `ready` is called; the caller opens the view
-/// (and reports a bad image) first. With `perfmon`, the latency report
-/// is printed to standard error at the end.
+/// FUSE, an `analysis_file` that cannot be created) is returned before
+/// `ready` is called; the caller opens the view (and reports a bad image)
+/// first. Preloading (`preload_all`, `preload_category`) starts once the
+/// kernel has accepted the mount, in the background, and stops when it
+/// ends. With `perfmon`, the latency report is printed to standard error
+/// at the end.
 pub fn serve(
     view: Arc<dyn View>,
     fsname: &str,
@@ -105,15 +110,13 @@ pub fn serve(
         .thread_name(|i| format!("hoard-read-{i}"))
         .build()
         .map_err(|e| e.to_string())?;
-    if options.preload_all {
-        let images = view.images();
-        pool.spawn(move || {
-            for fs in images {
-                for b in 0..fs.block_count() as u32 {
-                    let _ = fs.block(b);
-                }
-            }
-        });
+    let analysis = options
+        .analysis_file
+        .as_deref()
+        .map(|path| Analysis::create(path, view.root()))
+        .transpose()?;
+    if let Some(warning) = preload::unknown_category(view.as_ref(), &options.preload) {
+        eprintln!("hoard: warning: {warning}");
     }
     start_tidying(&view, options);
     start_following(&view, options);
@@ -128,6 +131,7 @@ pub fn serve(
         no_open: false,
         file_lookups: AtomicU64::new(0),
         read_failures: Arc::default(),
+        analysis,
     };
     let mut config = Config::default();
     config.mount_options = mount_options(fsname, options);
@@ -142,6 +146,8 @@ pub fn serve(
     config.clone_fd = true;
     let mut session = fuser::Session::new(driver, mountpoint, &config)
         .map_err(|e| format!("cannot mount on '{}': {e}", mountpoint.display()))?;
+    // Stopped (and waited for) when serving ends.
+    let _preloader = Preloader::start(stats_view.as_ref(), &options.preload);
     ready(Mounted {
         unmounter: session.unmount_callable(),
     });
@@ -282,6 +288,8 @@ struct Driver {
     file_lookups: AtomicU64,
     /// What failed reads of the image's data have logged.
     read_failures: Arc<ReadFailures>,
+    /// The access profile being recorded (`analysis_file`).
+    analysis: Option<Analysis>,
 }
 
 /// The failures of reads logged so far, by message: a block that fails
@@ -497,6 +505,16 @@ impl Driver {
         })
     }
 
+    /// Tells the access profile, if one is recorded, that the kernel now
+    /// knows `ino` (a directory or a regular file) as `name` in `dir`.
+    fn note_entry(&self, dir: u64, name: &[u8], ino: u64, kind: FileKind) {
+        if let Some(analysis) = &self.analysis {
+            if matches!(kind, FileKind::Directory | FileKind::Regular) {
+                analysis.seen(dir, name, ino);
+            }
+        }
+    }
+
     /// Whether directory `dir`'s first listing costs less with every
     /// entry's attributes than lean (see [`full_listing_pays`]).
     fn cheaper_in_full(&self, dir: u64) -> hoard_reader::Result<bool> {
@@ -569,11 +587,15 @@ impl fuser::Filesystem for Driver {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // With default_permissions the kernel checks access; with POSIX
         // ACLs it also honours the stored system.posix_acl_* attributes.
-        let wanted = if self.options.default_permissions {
+        let mut wanted = if self.options.default_permissions {
             WANTED.union(InitFlags::FUSE_POSIX_ACL)
         } else {
             WANTED
         };
+        // An access profile records opens: the kernel must send them.
+        if self.analysis.is_some() {
+            wanted.remove(InitFlags::FUSE_NO_OPEN_SUPPORT);
+        }
         let offered = config.capabilities() & wanted;
         // Only flags the kernel offers are asked for, so this cannot fail.
         let _ = config.add_capabilities(offered);
@@ -594,6 +616,7 @@ impl fuser::Filesystem for Driver {
                 if st.kind != FileKind::Directory {
                     self.file_lookups.fetch_add(1, Ordering::Relaxed);
                 }
+                self.note_entry(dir, name.as_bytes(), ino, st.kind);
                 reply.entry(&ttl, &self.attr(ino, &st), Generation(0))
             }
             // Inode 0 is "no such entry", which the kernel then remembers
@@ -629,9 +652,15 @@ impl fuser::Filesystem for Driver {
         if self.no_open {
             return reply.error(Errno::ENOSYS);
         }
-        match self.view.stat(self.view_ino(ino)) {
+        let ino = self.view_ino(ino);
+        match self.view.stat(ino) {
             Ok(st) if st.kind == FileKind::Directory => reply.error(Errno::EISDIR),
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(_) => {
+                if let Some(analysis) = &self.analysis {
+                    analysis.opened(ino);
+                }
+                reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE)
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -751,7 +780,11 @@ impl fuser::Filesystem for Driver {
             if lean && next > 2 {
                 return Ok(true);
             }
-            let attr = self.attr(child, &self.view.stat(child)?);
+            let st = self.view.stat(child)?;
+            if next > 2 {
+                self.note_entry(dir, name, child, st.kind);
+            }
+            let attr = self.attr(child, &st);
             Ok(reply.add(
                 self.fuse_ino(child),
                 next,

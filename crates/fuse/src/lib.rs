@@ -6,6 +6,9 @@
 //! * [`options`] — the `-o` mount options (DwarFS-compatible names).
 //! * [`driver`] — the FUSE operations.
 //! * [`perfmon`] — per-operation latency histograms (`-o perfmon=...`).
+//! * [`analysis`] — the access profile (`-o analysis_file=FILE`).
+//! * [`preload`] — blocks decompressed as the image mounts
+//!   (`-o preload_all`, `-o preload_category=NAME`).
 //!
 //! ```no_run
 //! use hoard_fuse::{options::MountOptions, serve};
@@ -17,8 +20,10 @@
 //! serve(view, "image.dwarfs", "/mnt".as_ref(), &opts, |_| {}).unwrap();
 //! ```
 
+pub mod analysis;
 pub mod driver;
 pub mod options;
 pub mod perfmon;
+pub mod preload;
 
 pub use driver::{serve, Mounted};

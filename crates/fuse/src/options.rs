@@ -28,6 +28,19 @@ pub enum Tidy {
     Swap,
 }
 
+/// Which blocks are decompressed into the cache as the image mounts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Preload {
+    /// None.
+    #[default]
+    None,
+    /// Every block (`preload_all`).
+    All,
+    /// The blocks of one category (`preload_category=NAME`), which wins
+    /// over `preload_all` as in DwarFS.
+    Category(String),
+}
+
 /// Parses a duration: an integer with `ms`, `s`, `m` or `h` (seconds if
 /// none).
 fn parse_duration(key: &str, v: &str) -> Result<std::time::Duration, String> {
@@ -90,8 +103,11 @@ pub struct MountOptions {
     pub case_insensitive: bool,
     /// Lock the driver's memory.
     pub mlock: Mlock,
-    /// Decompress every block into the cache at mount time.
-    pub preload_all: bool,
+    /// Blocks decompressed into the cache at mount time, as far as the
+    /// cache holds them.
+    pub preload: Preload,
+    /// Where to write the paths of the files opened (`analysis_file`).
+    pub analysis_file: Option<std::path::PathBuf>,
     /// Log level: 0 error … 4 trace.
     pub debug_level: u8,
     /// Latency monitoring: `+`-separated components (`fuse`, `reader`),
@@ -127,7 +143,8 @@ impl Default for MountOptions {
             default_permissions: false,
             case_insensitive: false,
             mlock: Mlock::None,
-            preload_all: false,
+            preload: Preload::None,
+            analysis_file: None,
             debug_level: 1,
             perfmon: String::new(),
             kernel: Vec::new(),
@@ -207,6 +224,12 @@ impl MountOptions {
             None => (item, None),
         };
         let need = || value.ok_or_else(|| format!("mount option '{key}' needs a value"));
+        let named = || {
+            need().and_then(|v| match v {
+                "" => Err(format!("mount option '{key}' needs a value")),
+                v => Ok(v),
+            })
+        };
         let number = || -> Result<u64, String> {
             let v = need()?;
             v.parse()
@@ -265,7 +288,14 @@ impl MountOptions {
             "allow_root" => self.allow_root = flag(value)?,
             "default_permissions" => self.default_permissions = flag(value)?,
             "case_insensitive" => self.case_insensitive = flag(value)?,
-            "preload_all" => self.preload_all = flag(value)?,
+            "preload_all" => {
+                flag(value)?;
+                if self.preload == Preload::None {
+                    self.preload = Preload::All;
+                }
+            }
+            "preload_category" => self.preload = Preload::Category(named()?.to_string()),
+            "analysis_file" => self.analysis_file = Some(named()?.into()),
             "mlock" => {
                 self.mlock = match need()? {
                     "none" => Mlock::None,
@@ -375,6 +405,30 @@ mod tests {
         assert_eq!(each.image_idle, std::time::Duration::from_secs(2));
         assert!(each.watch);
         assert!(MountOptions::parse("watch=1").is_err());
+    }
+
+    #[test]
+    fn preload_and_analysis_options() {
+        assert_eq!(MountOptions::default().preload, Preload::None);
+        assert_eq!(
+            MountOptions::parse("preload_all").unwrap().preload,
+            Preload::All
+        );
+        let hot = Preload::Category("hotness".into());
+        for list in [
+            "preload_category=hotness",
+            "preload_all,preload_category=hotness",
+            "preload_category=hotness,preload_all",
+        ] {
+            assert_eq!(MountOptions::parse(list).unwrap().preload, hot, "{list}");
+        }
+        assert!(MountOptions::parse("preload_all=1").is_err());
+        assert!(MountOptions::parse("preload_category").is_err());
+        assert!(MountOptions::parse("preload_category=").is_err());
+        let a = MountOptions::parse("analysis_file=/tmp/x.prof").unwrap();
+        assert_eq!(a.analysis_file, Some("/tmp/x.prof".into()));
+        assert!(MountOptions::parse("analysis_file").is_err());
+        assert!(MountOptions::parse("analysis_file=").is_err());
     }
 
     #[test]

@@ -166,6 +166,11 @@ impl BlockCache {
         self.image << 32 | u64::from(number)
     }
 
+    /// The most bytes the store holds (for every image of it).
+    pub fn capacity(&self) -> usize {
+        self.store.capacity
+    }
+
     /// Bytes currently counted, for every image of the store: decoded
     /// data plus decoder estimates.
     pub fn bytes(&self) -> usize {

@@ -433,6 +433,31 @@ impl Filesystem {
         self.tables.chunks.len()
     }
 
+    /// The names of the block categories the image records (none for an
+    /// image written without categories).
+    pub fn category_names(&self) -> &[String] {
+        &self.tables.category_names
+    }
+
+    /// Where block `number` lies in the image file, header and payload,
+    /// as listed at open (nothing is read); `None` past the last block.
+    pub fn block_span(&self, number: u32) -> Option<Range<u64>> {
+        let section = self.blocks.get(number as usize)?;
+        Some(section.offset..section.end())
+    }
+
+    /// The size block `number` decompresses to, as its payload declares
+    /// it (see [`Image::uncompressed_size`]), or else the image's block
+    /// size; never more than the block size, which no block that decodes
+    /// exceeds.
+    pub fn decoded_size(&self, number: u32) -> u64 {
+        let block_size = u64::from(self.tables.block_size);
+        self.blocks
+            .get(number as usize)
+            .and_then(|section| self.image.uncompressed_size(section))
+            .map_or(block_size, |size| size.min(block_size))
+    }
+
     /// The name of the category of block `block`, if the image names it.
     pub fn block_category(&self, block: u32) -> Option<&str> {
         let c = *self.tables.block_categories.get(block as usize)?;

@@ -982,6 +982,13 @@ impl Image {
         }
     }
 
+    /// Tells the image's source that these byte ranges of its file will
+    /// be read soon, so it reads them ahead in large pieces (see
+    /// [`Source::prefetch`]).
+    pub fn prefetch(&self, ranges: &[std::ops::Range<u64>]) {
+        self.source.prefetch(ranges);
+    }
+
     /// What a remote source fetched so far; `None` for a local file.
     pub fn fetch_stats(&self) -> Option<crate::source::FetchStats> {
         self.source.remote().map(|r| r.stats())

@@ -270,7 +270,7 @@ pub struct MountArgs {
     /// Stack layers even on other images than they were made on.
     #[arg(long, alias = "force-stack")]
     pub force: bool,
-    /// Mount options, comma-separated (cachesize=512m, decratio=0.8, workers=2, offset=auto, allow_other, ...).
+    /// Mount options, comma-separated (cachesize=512m, decratio=0.8, workers=2, offset=auto, allow_other, preload_all, preload_category=NAME, analysis_file=FILE, ...).
     #[arg(short = 'o')]
     pub options: Vec<String>,
     /// Stay in the foreground.
