@@ -65,6 +65,9 @@ impl Identities {
     fn add(&mut self, text: &str, what: &str) -> Result<()> {
         let named = |why: &str| Error::Key(format!("{what}: {why}"));
         if text.trim_start().starts_with(SSH_PRIVATE_BEGIN) {
+            if !super::age_may_parse_ssh(text, true) {
+                return Err(named("not an OpenSSH private key age can use"));
+            }
             let identity = age::ssh::Identity::from_buffer(text.as_bytes(), None)
                 .map_err(|_| named("not an OpenSSH private key age can use"))?;
             match identity {

@@ -24,6 +24,25 @@ pub use recipients::Recipients;
 
 use hoard_format::section::SectionType;
 
+/// Whether OpenSSH key text (a private key when `private`, else a public
+/// key line) may be handed to age: age 0.12's SSH parser panics on an
+/// RSA integer of zero bytes only, which ssh-key's parser refuses as
+/// non-canonical. Keys of a type ssh-key does not know are left to age,
+/// which says it does not support them.
+pub(crate) fn age_may_parse_ssh(text: &str, private: bool) -> bool {
+    let parsed = match private {
+        true => ssh_key::PrivateKey::from_openssh(text).map(drop),
+        false => ssh_key::PublicKey::from_openssh(text).map(drop),
+    };
+    match parsed {
+        Ok(()) => true,
+        Err(e) => matches!(
+            e,
+            ssh_key::Error::AlgorithmUnknown | ssh_key::Error::AlgorithmUnsupported { .. }
+        ),
+    }
+}
+
 /// The section type of the wrapped data key.
 pub const SECTION_TYPE: SectionType = SectionType::HOARD_KEY;
 

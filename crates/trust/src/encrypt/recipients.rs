@@ -100,6 +100,9 @@ fn parse_one(
         );
     }
     if text.starts_with("ssh-") {
+        if !super::age_may_parse_ssh(text, false) {
+            return Some(Err("not a valid SSH public key".into()));
+        }
         return Some(
             text.parse::<age::ssh::Recipient>()
                 .map(|r| Box::new(r) as _)
