@@ -61,6 +61,7 @@ pub mod options;
 pub mod order;
 pub mod output;
 pub mod parse;
+pub mod path_list;
 pub mod piece;
 pub mod pipeline;
 pub mod progress;
