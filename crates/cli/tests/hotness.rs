@@ -133,8 +133,17 @@ fn hot_files_come_first_in_blocks_of_their_own_and_read_back() {
 #[test]
 fn an_explicit_order_lays_the_listed_files_out_first() {
     let (dir, tree, list) = tree_and_list();
-    let order = format!("--order=explicit:file={}", s(&list));
-    let image = create_image(&tree, &dir.path().join("x.dwarfs"), &["-S16", &order]);
+    let build = |name: &str, order: String| {
+        let image = dir.path().join(name);
+        create_image(
+            &tree,
+            &image,
+            &["-S16", "--no-history", "--no-create-timestamp", &order],
+        )
+    };
+    let image = build("x.dwarfs", format!("--order=explicit:file={}", s(&list)));
+    let short = build("short.dwarfs", format!("--order=explicit:{}", s(&list)));
+    assert!(std::fs::read(&image).unwrap() == std::fs::read(short).unwrap());
     let fs = Filesystem::open(&image, &FsOptions::default()).unwrap();
     let starts: Vec<(u32, u32)> = HOT.iter().map(|p| places(&fs, p).0).collect();
     assert_eq!(starts[0], (0, 0));
