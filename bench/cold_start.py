@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """App cold start from a mounted image, hoard against the alternatives.
 
-The alternatives: DwarFS (plain, and with its hotness options), SquashFS
+hoard plain and hot-ordered with preload. The alternatives: DwarFS
+(plain, and with its hotness options), SquashFS
 (kernel and squashfuse) and the kernel's EROFS. Prints one Markdown table
 per workload (bench/README.md; figures in doc/bench/cold-start.md).
 
@@ -35,11 +36,13 @@ workload to its end, stop the clock, read the FUSE driver's peak memory
 every variant goes once, the order rotated by one each run, so that
 drift of the machine hits all alike. Ratios are against kernel EROFS.
 
-DwarFS with hotness: a warm run on the plain DwarFS image mounted with
-`-o analysis_file=FILE` records the files the workload opens; that list
-builds a second image (`mkdwarfs --categorize=hotness --hotness-list=FILE
---order=hotness::explicit:file=FILE`), mounted with
-`-o preload_category=hotness`.
+Hot-ordered images: a warm run on the plain image (hoard's, or
+DwarFS's) mounted by its own driver with `-o analysis_file=FILE` records
+the files the workload opens; that list builds a second image, mounted
+with `-o preload_category=hotness`: `hoard create --categorize=hotness
+--hotness-list=FILE` (hot files first, in the list's order, LZ4 HC), and
+`mkdwarfs --categorize=hotness --hotness-list=FILE
+--order=hotness::explicit:file=FILE`.
 
 Everything is unmounted on the way out, Ctrl-C and SIGTERM included.
 """
@@ -135,7 +138,8 @@ class Variant:
     mount: object = None  # (find, image, mnt) -> argv
     kernel: bool = False  # a loop mount of the kernel's own driver
     image_of: str | None = None  # mounts that variant's image instead of building one
-    hot_list: bool = False  # its build needs the files a run opened (recorded with DwarFS)
+    hot_list: str | None = None  # its build needs the files a run opened, recorded by
+    # the driver of this variant on its image
     why_not: str | None = None  # set when it cannot run here
 
 
@@ -146,8 +150,11 @@ def variants() -> list:
         Variant("hoard", "hoard", ("hoard",),
                 lambda f, t, i, h: [f("hoard"), "create", "-i", t, "-o", i, "--no-progress"],
                 lambda f, i, m: [f("hoard"), "mount", i, m]),
-        Variant("hoard-hot", "hoard, hot-ordered + preload", (),
-                why_not="not implemented yet (#46)"),
+        Variant("hoard-hot", "hoard, hot-ordered + preload", ("hoard",),
+                lambda f, t, i, h: [f("hoard"), "create", "-i", t, "-o", i, "--no-progress",
+                                    "--categorize=hotness", f"--hotness-list={h}"],
+                lambda f, i, m: [f("hoard"), "mount", i, m, "-o", "preload_category=hotness"],
+                hot_list="hoard"),
         Variant("dwarfs", "DwarFS", ("mkdwarfs", "dwarfs"),
                 lambda f, t, i, h: [f("mkdwarfs"), "-i", t, "-o", i, "--no-progress"],
                 lambda f, i, m: [f("dwarfs"), i, m]),
@@ -156,7 +163,7 @@ def variants() -> list:
                                     "--categorize=hotness", f"--hotness-list={h}",
                                     f"--order=hotness::explicit:file={h}"],
                 lambda f, i, m: [f("dwarfs"), i, m, "-o", "preload_category=hotness"],
-                hot_list=True),
+                hot_list="dwarfs"),
         Variant("erofs", "kernel EROFS (lz4hc)", ("mkfs.erofs", "mount"),
                 lambda f, t, i, h: ["mkfs.erofs", "-zlz4hc", i, t], loop("erofs"), kernel=True),
         Variant("squashfs", "kernel SquashFS (zstd)", ("mksquashfs", "mount"),
@@ -225,13 +232,13 @@ def probe(vs: list, programs: tools.Programs) -> None:
             v.why_not = "; ".join(f"{n}: {programs.why.get(n, 'not found')}" for n in missing)
 
 
-def record_hot_list(b: Bench, w: Workload, dwarfs: Variant, image: str, out: str) -> None:
-    """Writes to `out` the files `w` opens, recorded by DwarFS's driver
+def record_hot_list(b: Bench, w: Workload, recorder: Variant, image: str, out: str) -> None:
+    """Writes to `out` the files `w` opens, recorded by `recorder`'s driver
     (`-o analysis_file`) during a warm run on `image`."""
-    with b.mounted(dwarfs, image, ("-o", f"analysis_file={out}")):
+    with b.mounted(recorder, image, ("-o", f"analysis_file={out}")):
         b.run(w.command(b.mnt))
     if not os.path.getsize(out):
-        raise RuntimeError("DwarFS recorded no file")
+        raise RuntimeError(f"{recorder.label} recorded no file")
 
 
 def build_images(b: Bench, w: Workload, vs: list) -> dict:
@@ -240,12 +247,11 @@ def build_images(b: Bench, w: Workload, vs: list) -> dict:
     tree = os.path.join(b.work, w.id, "tree")
     copy_tree(w, tree)
     images = {}
-    hot_list = os.path.join(b.work, w.id, "hot-files.txt")
     for v in vs:
         if v.why_not:
             continue
         if v.image_of or v.hot_list:
-            base = v.image_of or "dwarfs"
+            base = v.image_of or v.hot_list
             if base not in images:
                 v.why_not = f"needs the {base} image, which is missing"
                 continue
@@ -253,10 +259,12 @@ def build_images(b: Bench, w: Workload, vs: list) -> dict:
             images[v.id] = images[v.image_of]
             continue
         image = os.path.join(b.work, w.id, v.id + ".img")
+        hot_list = None
         try:
             if v.hot_list:
-                dwarfs = next(d for d in vs if d.id == "dwarfs")
-                record_hot_list(b, w, dwarfs, images["dwarfs"], hot_list)
+                recorder = next(d for d in vs if d.id == v.hot_list)
+                hot_list = os.path.join(b.work, w.id, f"hot-files-{recorder.id}.txt")
+                record_hot_list(b, w, recorder, images[recorder.id], hot_list)
             b.run(v.build(b.find, tree, image, hot_list))
             images[v.id] = image
         except RuntimeError as e:

@@ -218,6 +218,7 @@ pub fn create<'py>(
         o.categorize = (!categorizers.is_empty()).then_some(CategorizeOptions {
             categorizers,
             incompressible: incompressible(&opts)?,
+            hotness: None,
         });
         o.per_category = hoard_writer::level::category_defaults(level);
     }

@@ -217,6 +217,7 @@ impl CreateOptions {
             window_step_shift: level.window_step_shift,
             lookback: 1,
             order: level.order,
+            explicit_order: None,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             memory_limit: default_memory_limit(),
             scan: ScanOptions::default(),
@@ -232,6 +233,7 @@ impl CreateOptions {
             categorize: (!level.categorizers.is_empty()).then(|| CategorizeOptions {
                 categorizers: level.categorizers.to_vec(),
                 incompressible: Default::default(),
+                hotness: None,
             }),
             per_category: BTreeMap::new(),
             category_names: true,
@@ -245,7 +247,9 @@ impl CreateOptions {
 /// otherwise, as DwarFS does: incompressible data is stored as is; audio
 /// goes to FLAC and FITS images to RICEPP (levels 1 and up), in reverse
 /// path order, with the audio window DwarFS picks (which our writer turns
-/// off anyway for FLAC's frame-aligned blocks).
+/// off anyway for FLAC's frame-aligned blocks). Hot data (the `hotness`
+/// category) goes to LZ4 HC at levels 1 and up, for fast decoding (DwarFS
+/// leaves it to the general codec).
 pub fn category_defaults(n: u8) -> BTreeMap<String, CategorySettings> {
     let mut m = BTreeMap::new();
     m.insert(
@@ -255,9 +259,18 @@ pub fn category_defaults(n: u8) -> BTreeMap<String, CategorySettings> {
             ..Default::default()
         },
     );
+    if n == 0 {
+        return m;
+    }
+    m.insert(
+        crate::categorize::hotness::HOTNESS.to_string(),
+        CategorySettings {
+            compression: Some(crate::categorize::hotness::DEFAULT_COMPRESSION.into()),
+            ..Default::default()
+        },
+    );
     let (flac_level, audio_window, audio_order) = match n {
-        0 => return m,
-        1..=4 => (3, 0, Some(Order::RevPath)),
+        ..=4 => (3, 0, Some(Order::RevPath)),
         5..=7 => (5, 20, Some(Order::RevPath)),
         _ => (8, 16, None),
     };

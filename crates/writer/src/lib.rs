@@ -18,9 +18,10 @@
 //!    contents, taking [`nilsimsa`] digests where an order needs them;
 //! 3. `categorize_contents` — with `--categorize`, [`categorize`] splits
 //!    contents into fragments of categories (audio, executables,
-//!    incompressible data, ...);
+//!    incompressible data, the hot files of a [`path_list`], ...);
 //! 4. `streams::plan` — one stream per category, its codec and segmenter
-//!    settings, and the [`order`] of its contents;
+//!    settings, and the [`order`] of its contents (a [`path_list`]'s files
+//!    first, where one is given);
 //! 5. `write_blocks` — the [`segment`]er appends contents to blocks,
 //!    referencing repeated ranges (found by the `rolling` hashes; in a
 //!    layer, also in the bases' blocks, [`mod@reference`]), one stream after
@@ -61,6 +62,7 @@ pub mod options;
 pub mod order;
 pub mod output;
 pub mod parse;
+pub mod path_list;
 pub mod piece;
 pub mod pipeline;
 pub mod progress;

@@ -9,6 +9,7 @@ use crate::filter::Filter;
 use crate::metadata::AttrOptions;
 use crate::order::Order;
 use crate::output::OutputOptions;
+use crate::path_list::PathList;
 use crate::scan::ScanOptions;
 use crate::{Error, Result};
 use hoard_format::history::HistoryEntry;
@@ -45,6 +46,9 @@ pub struct CreateOptions {
     pub lookback: usize,
     /// Content order.
     pub order: Order,
+    /// Files laid out first, in the list's order, before the others in
+    /// `order` (`--order=explicit:file=FILE`).
+    pub explicit_order: Option<Arc<PathList>>,
     /// Compression threads.
     pub workers: usize,
     /// Memory for blocks in flight, in bytes.
@@ -92,6 +96,9 @@ pub struct CategorySettings {
     pub compression: Option<String>,
     /// Content order.
     pub order: Option<Order>,
+    /// Files laid out first, in the list's order. A category given an
+    /// order or a list of its own does not take the general list.
+    pub explicit_order: Option<Arc<PathList>>,
     /// Segmenter window, as a power of two; 0 turns segmenting off.
     pub window_bits: Option<u32>,
     /// Window step, as a right shift of the window size.

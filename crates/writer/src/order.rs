@@ -20,7 +20,10 @@
 //! * `nilsimsa[:max-children=N][:max-cluster-size=N]` — DwarFS's order: by
 //!   the [`Nilsimsa`] digest of each content (a 256-bit summary of its
 //!   trigrams, computed while deduplicating), so that contents with close
-//!   digests (few differing bits) sit together, whatever their names.
+//!   digests (few differing bits) sit together, whatever their names;
+//! * `explicit:file=FILE` — the files listed in FILE (a [`PathList`])
+//!   first, in the list's order, then the others in the order used
+//!   otherwise ([`OrderChoice`]).
 //!
 //! The `nilsimsa` order works as DwarFS's does. Contents without a digest
 //! come first, largest first, then by reversed path. Contents with equal
@@ -40,9 +43,37 @@
 
 use crate::dedupe::Content;
 use crate::nilsimsa::{nilsimsa_distance, Nilsimsa};
+use crate::path_list::PathList;
 use crate::tree::Tree;
 use rayon::prelude::*;
 use std::cmp::Reverse;
+use std::sync::Arc;
+
+/// What `--order` names: an order, or a list of files to put first
+/// (`explicit:file=FILE`, DwarFS's name; `explicit:FILE` too), the rest in
+/// the order otherwise used.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OrderChoice {
+    /// An order of all contents.
+    Order(Order),
+    /// The files of this list first, in its order.
+    Explicit(Arc<PathList>),
+}
+
+impl OrderChoice {
+    /// Parses an [`Order`] or `explicit:file=FILE` (reading FILE).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            Some(("explicit", file)) => {
+                let file = file.strip_prefix("file=").unwrap_or(file);
+                let list = PathList::read(std::path::Path::new(file))?;
+                Ok(OrderChoice::Explicit(Arc::new(list)))
+            }
+            _ if s == "explicit" => Err("order 'explicit' needs a list: explicit:file=FILE".into()),
+            _ => Order::parse(s).map(OrderChoice::Order),
+        }
+    }
+}
 
 /// How to order file contents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -175,8 +206,9 @@ impl Order {
             }
             _ => {
                 return Err(format!(
-                "unknown order '{name}' (none, path, revpath, similarity, name-nilsimsa, nilsimsa)"
-            ))
+                    "unknown order '{name}' (none, path, revpath, similarity, name-nilsimsa, \
+                 nilsimsa, explicit:file=FILE)"
+                ))
             }
         };
         if !opts.is_empty() {

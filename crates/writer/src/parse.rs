@@ -5,7 +5,7 @@
 //! line naming the option as the caller calls it (`-C` or `compression`).
 
 use crate::options::CreateOptions;
-use crate::order::Order;
+use crate::order::OrderChoice;
 use std::collections::BTreeMap;
 
 /// The values of one per-stream option, split by category.
@@ -103,7 +103,7 @@ impl StreamOptions<'_> {
             v.parse::<usize>()
                 .map_err(|_| format!("lookback '{v}' is not a number of blocks"))
         })?;
-        let order = split(self.order.option, self.order.values, Order::parse)?;
+        let order = split(self.order.option, self.order.values, OrderChoice::parse)?;
         if let Some(c) = compression.general {
             o.data_compression = c;
         }
@@ -116,8 +116,10 @@ impl StreamOptions<'_> {
         if let Some(b) = lookback.general {
             o.lookback = b;
         }
-        if let Some(order) = order.general {
-            o.order = order;
+        match order.general {
+            Some(OrderChoice::Order(order)) => o.order = order,
+            Some(OrderChoice::Explicit(list)) => o.explicit_order = Some(list),
+            None => {}
         }
         let per_category = &mut o.per_category;
         for (name, v) in compression.per_category {
@@ -133,7 +135,14 @@ impl StreamOptions<'_> {
             per_category.entry(name).or_default().lookback = Some(v);
         }
         for (name, v) in order.per_category {
-            per_category.entry(name).or_default().order = Some(v);
+            let s = per_category.entry(name).or_default();
+            match v {
+                OrderChoice::Order(order) => {
+                    s.order = Some(order);
+                    s.explicit_order = None;
+                }
+                OrderChoice::Explicit(list) => s.explicit_order = Some(list),
+            }
         }
         Ok(())
     }

@@ -10,6 +10,7 @@ use crate::metadata::Inputs;
 use crate::options::CreateOptions;
 use crate::order::Order;
 use crate::output::ImageFile;
+use crate::path_list::RankedLists;
 use crate::progress::{Phase, Progress};
 use crate::reference::References;
 use crate::scan::{ScanProgress, Scanned};
@@ -62,8 +63,18 @@ pub fn create(
         deduped.contents.iter().map(|c| c.size).sum(),
         Ordering::Relaxed,
     );
-    let fragments = categorize_contents(options, &tree, &deduped.contents, progress, &cancel)?;
-    let mut streams = streams::plan(options, &tree, &deduped.contents, &fragments)?;
+    let mut lists = RankedLists::default();
+    let fragments = categorize_contents(
+        options,
+        &tree,
+        &deduped.contents,
+        &mut lists,
+        progress,
+        &cancel,
+    )?;
+    let mut streams = streams::plan(options, &tree, &deduped.contents, &fragments, &mut lists)?;
+    summary.lists = lists.reports();
+    drop(lists);
     let references = match (&base, streams.plans.first()) {
         (Some(base), Some(plan)) => {
             progress.set(Phase::Comparing);
@@ -235,12 +246,13 @@ fn hash_contents(options: &CreateOptions, tree: &Tree, progress: &DedupeProgress
 
 /// Splits each content into fragments of categories (with
 /// `--categorize`; otherwise each is one fragment of the default
-/// category).
+/// category), ranking the hotness list in `lists`.
 #[inline(never)]
 fn categorize_contents(
     options: &CreateOptions,
     tree: &Tree,
     contents: &[Content],
+    lists: &mut RankedLists,
     progress: &Progress,
     cancel: &AtomicBool,
 ) -> Result<Fragments> {
@@ -251,7 +263,18 @@ fn categorize_contents(
         ));
     };
     progress.set(Phase::Categorizing);
-    let fragments = categorize(tree, contents, options.sparse, c, &progress.categorized);
+    let hot = c
+        .hotness
+        .as_ref()
+        .map(|list| lists.get(list, tree, contents).of_content.as_slice());
+    let fragments = categorize(
+        tree,
+        contents,
+        options.sparse,
+        c,
+        hot,
+        &progress.categorized,
+    );
     check_cancel(cancel)?;
     Ok(fragments)
 }
@@ -353,6 +376,9 @@ fn validate(options: &CreateOptions) -> Result<()> {
         Ok(())
     };
     check_window(options.window_bits, "")?;
+    if let Some(c) = &options.categorize {
+        c.check().map_err(Error::Input)?;
+    }
     for spec in [
         &options.data_compression,
         &options.metadata_compression,

@@ -8,6 +8,7 @@ use crate::dedupe::Content;
 use crate::feed::{feed, Range};
 use crate::options::CreateOptions;
 use crate::order::{order, Order};
+use crate::path_list::{PathList, RankedLists};
 use crate::piece::PieceList;
 use crate::reference::References;
 use crate::segment::{BlockSink, SegmentConfig, SegmentStats, Segmenter};
@@ -17,6 +18,7 @@ use hoard_codec::Compressor;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
 
 /// Where every content goes: the streams and the order of each.
 pub(crate) struct Streams {
@@ -26,24 +28,39 @@ pub(crate) struct Streams {
     /// One plan per category, in stream order.
     pub(crate) plans: Vec<StreamPlan>,
     /// The contents in each order the plans use.
-    pub(crate) orders: HashMap<Order, Vec<usize>>,
+    pub(crate) orders: HashMap<StreamOrder, Vec<usize>>,
 }
 
-/// Plans the streams of `fragments` and orders `contents` for each.
+/// The order of a stream's contents.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct StreamOrder {
+    /// The order of all contents.
+    pub(crate) order: Order,
+    /// The files laid out first, in this list's order, if any.
+    pub(crate) first: Option<Arc<PathList>>,
+}
+
+/// Plans the streams of `fragments` and orders `contents` for each,
+/// ranking the lists of files to put first in `lists`.
 #[inline(never)]
 pub(crate) fn plan(
     options: &CreateOptions,
     tree: &Tree,
     contents: &[Content],
     fragments: &Fragments,
+    lists: &mut RankedLists,
 ) -> Result<Streams> {
     let default = compressor(&options.data_compression)?;
     let plans = plan_streams(options, fragments, default.as_ref())?;
-    let mut orders: HashMap<Order, Vec<usize>> = HashMap::new();
+    let mut orders: HashMap<StreamOrder, Vec<usize>> = HashMap::new();
     for p in &plans {
-        orders
-            .entry(p.order)
-            .or_insert_with(|| order(tree, contents, p.order));
+        if !orders.contains_key(&p.order) {
+            let mut ids = order(tree, contents, p.order.order);
+            if let Some(list) = &p.order.first {
+                ids = lists.get(list, tree, contents).put_first(ids);
+            }
+            orders.insert(p.order.clone(), ids);
+        }
     }
     Ok(Streams {
         default,
@@ -234,11 +251,14 @@ pub(crate) struct StreamPlan {
     /// Its segmenter's settings.
     pub(crate) config: SegmentConfig,
     /// The order of its contents.
-    pub(crate) order: Order,
+    pub(crate) order: StreamOrder,
 }
 
-/// A plan per distinct category among `fragments`, the default category
-/// first, then in the order the categorizers list their categories.
+/// A plan per distinct category among `fragments`, in the order of
+/// [`crate::categorize::all_category_names`]: hot data first, then the
+/// default category, then in the order the categorizers list theirs.
+/// Hot data is laid out in the hotness list's order unless its category
+/// is given an order.
 ///
 /// A category whose compressor works on units (FLAC: one frame of
 /// samples) gets blocks of whole units and no segmenting, so that every
@@ -256,6 +276,7 @@ fn plan_streams(
         (pos(a), &a.metadata).cmp(&(pos(b), &b.metadata))
     });
     let block_size = 1usize << options.block_size_bits;
+    let hot_list = options.categorize.as_ref().and_then(|c| c.hotness.clone());
     categories
         .into_iter()
         .map(|(category_index, category)| {
@@ -284,6 +305,20 @@ fn plan_streams(
             };
             let shift = s.window_step_shift.unwrap_or(options.window_step_shift);
             let split_lone_block = lone_block_parts(&*c, granularity, options.workers);
+            let order = match (s.order, s.explicit_order) {
+                (None, None) => StreamOrder {
+                    order: options.order,
+                    first: if category.name == crate::categorize::hotness::HOTNESS {
+                        hot_list.clone()
+                    } else {
+                        options.explicit_order.clone()
+                    },
+                },
+                (order, first) => StreamOrder {
+                    order: order.unwrap_or(options.order),
+                    first,
+                },
+            };
             Ok(StreamPlan {
                 category: category.clone(),
                 category_index,
@@ -295,7 +330,7 @@ fn plan_streams(
                     lookback: s.lookback.unwrap_or(options.lookback),
                     split_lone_block,
                 },
-                order: s.order.unwrap_or(options.order),
+                order,
             })
         })
         .collect()

@@ -4,6 +4,7 @@
 use crate::blocks::BlockProgress;
 use crate::dedupe::Deduped;
 use crate::delta::DeltaCounts;
+use crate::path_list::ListReport;
 use crate::segment::SegmentStats;
 use crate::streams::Segmented;
 use crate::tree::{Counts, Tree};
@@ -34,6 +35,9 @@ pub struct Summary {
     pub warnings: Vec<String>,
     /// For a layer (`--base`): how the tree was cut.
     pub delta: Option<DeltaCounts>,
+    /// What each list of files used (`--hotness-list`,
+    /// `--order=explicit:file=FILE`) matched.
+    pub lists: Vec<ListReport>,
 }
 
 impl Summary {

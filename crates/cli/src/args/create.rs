@@ -44,17 +44,23 @@ pub struct CreateArgs {
     /// (`CATEGORY::N` for one category).
     #[arg(short = 'B', long = "max-lookback-blocks")]
     pub lookback: Vec<String>,
-    /// File order: none, path, revpath, similarity, name-nilsimsa, nilsimsa
-    /// (`CATEGORY::ORDER` for one category).
+    /// File order: none, path, revpath, similarity, name-nilsimsa, nilsimsa,
+    /// or explicit:file=FILE (the files listed in FILE first, in its order,
+    /// then the others) (`CATEGORY::ORDER` for one category).
     #[arg(long)]
     pub order: Vec<String>,
     /// Split files into categories, each with its own blocks and
     /// compression: fits, pcmaudio, binary, zip, incompressible (all, in
-    /// that order, when given alone), or none. Levels 7 to 9 run zip
-    /// unless told otherwise.
+    /// that order, when given alone), hotness (with --hotness-list), or
+    /// none. Levels 7 to 9 run zip unless told otherwise.
     #[arg(long, num_args = 0..=1, require_equals = true,
           default_missing_value = hoard_writer::categorize::ALL_NAMES)]
     pub categorize: Option<String>,
+    /// The hot files, for `--categorize=hotness`: paths relative to the
+    /// input, one a line (as `hoard mount -o analysis_file=FILE` writes
+    /// them); laid out first, in this order, in blocks of their own.
+    #[arg(long, value_name = "FILE")]
+    pub hotness_list: Option<PathBuf>,
     /// Smallest file checked for incompressibility (suffixes k, m, g).
     #[arg(long, value_parser = crate::size::parse_size, default_value = "256")]
     pub incompressible_min_input_size: usize,
@@ -236,6 +242,11 @@ pub struct RewriteArgs {
     /// they are.
     #[arg(long, default_value = "all")]
     pub recompress: String,
+    /// Lay the image out again with the files listed in FILE (one path a
+    /// line, as `hoard mount -o analysis_file=FILE` writes them) first,
+    /// in that order, in blocks of their own (category `hotness`).
+    #[arg(long, value_name = "FILE")]
+    pub hotness_list: Option<PathBuf>,
     #[command(flatten)]
     pub codecs: CodecArgs,
     /// Re-apply --set-owner, --set-group, --set-time, --chmod and -P to the metadata.
@@ -346,6 +357,7 @@ impl CreateArgs {
             offset: hoard_reader::ImageOffset::Auto,
             level: self.level,
             recompress: what.to_string(),
+            hotness_list: None,
             codecs: self.codecs.clone(),
             rebuild_metadata: self.rebuild_metadata,
             set_owner: self.set_owner,

@@ -4,7 +4,7 @@
 
 use super::progress::{human_bytes, with_display};
 use crate::args::create::CreateArgs;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use hoard_format::write::PackOptions;
 use hoard_writer::categorize::{CategorizeOptions, Categorizer, IncompressibleOptions};
 use hoard_writer::chmod::Chmod;
@@ -12,6 +12,7 @@ use hoard_writer::filter::Filter;
 use hoard_writer::history;
 use hoard_writer::level::Level;
 use hoard_writer::parse::{parse_resolution, parse_time, Given, StreamOptions};
+use hoard_writer::path_list::PathList;
 use hoard_writer::{create, CreateOptions, Progress, Summary};
 use std::sync::Arc;
 use std::time::Instant;
@@ -69,6 +70,13 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
     if let Some(c) = &args.codecs.schema_compression {
         o.schema_compression = c.clone();
     }
+    let hotness = args
+        .hotness_list
+        .as_deref()
+        .map(PathList::read)
+        .transpose()
+        .map_err(anyhow::Error::msg)?
+        .map(Arc::new);
     if let Some(list) = &args.categorize {
         let categorizers = Categorizer::parse_list(list).map_err(anyhow::Error::msg)?;
         o.categorize = (!categorizers.is_empty()).then_some(CategorizeOptions {
@@ -80,8 +88,19 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
                 ratio: args.incompressible_ratio,
                 zstd_level: args.incompressible_zstd_level,
             },
+            hotness: hotness.clone(),
         });
         o.per_category = hoard_writer::level::category_defaults(args.level);
+    }
+    if let Some(list) = hotness {
+        // Checked here: a level's own categorizers do not take the list.
+        let runs_hotness = o.categorize.as_ref().is_some_and(|c| c.hotness.is_some());
+        if !runs_hotness {
+            bail!(
+                "--hotness-list {} is for the hotness categorizer: add --categorize=hotness",
+                list.file().display()
+            );
+        }
     }
     let given = |option, values| Given { option, values };
     let (window_size, window_step) = delta_windows(args);
@@ -227,6 +246,14 @@ fn print_summary(s: &Summary, secs: f64) {
         percent(s.block_bytes, s.segments.stored),
         human_bytes(s.metadata_bytes)
     );
+    for l in &s.lists {
+        println!(
+            "list {}: {} paths, {} not files of the tree",
+            l.file.display(),
+            l.listed,
+            l.unmatched
+        );
+    }
     if let Some(d) = &s.delta {
         println!(
             "layer: {} entries kept ({} as attributes only), {} unchanged left out, {} whiteouts, {} opaque directories",
@@ -268,6 +295,11 @@ fn json(s: &Summary, secs: f64) -> serde_json::Value {
             "opaque": d.opaque,
             "metacopy": d.metacopy,
         })),
+        "lists": s.lists.iter().map(|l| serde_json::json!({
+            "file": l.file.to_string_lossy(),
+            "listed": l.listed,
+            "unmatched": l.unmatched,
+        })).collect::<Vec<_>>(),
     })
 }
 

@@ -1,24 +1,29 @@
 //! `hoard rewrite` and `mkdwarfs --recompress`: recompress an image's
 //! blocks and/or metadata, optionally rebuilding the metadata with new
-//! owner, time, permission and packing options.
+//! owner, time, permission and packing options. Several images (layers)
+//! are flattened into one; `--hotness-list` lays one image out again,
+//! the same way, with its hot files first.
 
 use super::progress::human_bytes;
 use crate::args::create::RewriteArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use hoard_format::write::PackOptions;
+use hoard_writer::categorize::{CategorizeOptions, Categorizer};
 use hoard_writer::chmod::Chmod;
 use hoard_writer::history;
 use hoard_writer::level::Level;
 use hoard_writer::parse::{parse_time, split};
+use hoard_writer::path_list::PathList;
 use hoard_writer::rewrite::{rewrite, Rebuild, RewriteOptions};
 use hoard_writer::{CreateOptions, Input};
+use std::sync::Arc;
 
 /// Rewrites an image (or flattens a stack of them); returns the exit
 /// code.
 pub fn run(args: &RewriteArgs) -> Result<u8> {
     let level =
         Level::get(args.level).ok_or_else(|| anyhow!("level {} out of range", args.level))?;
-    if args.inputs.len() > 1 {
+    if args.inputs.len() > 1 || args.hotness_list.is_some() {
         return flatten(args, level);
     }
     let input = &args.inputs[0];
@@ -107,11 +112,12 @@ pub fn run(args: &RewriteArgs) -> Result<u8> {
     Ok(0)
 }
 
-/// Writes the merged tree of a stack of images as one image, with the
-/// codecs of `level` where the options name none.
+/// Writes the merged tree of a stack of images (or one image, with
+/// `--hotness-list`) as one image, with the codecs of `level` where the
+/// options name none.
 fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     if args.rebuild_metadata {
-        bail!("flattening layers writes new metadata: --rebuild-metadata does not apply");
+        bail!("the metadata is written anew: --rebuild-metadata does not apply");
     }
     // Blocks are reused as they are unless they are to be recompressed.
     let reuse_blocks = match args.recompress.as_str() {
@@ -119,6 +125,15 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
         "metadata" | "none" => true,
         other => bail!("--recompress '{other}': expected all, block, metadata or none"),
     };
+    let hotness = args
+        .hotness_list
+        .as_deref()
+        .map(PathList::read)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    if reuse_blocks && hotness.is_some() {
+        bail!("--hotness-list lays the data out again: it takes --recompress all or block");
+    }
     let input = Input::Stack(args.inputs.clone());
     let mut o = CreateOptions::at_level(input, args.output.clone(), level);
     o.output = args.protect.options(&args.output, args.force, args.fsync)?;
@@ -132,12 +147,23 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
         args.force_stack,
     )?);
     // The layers' contents are read from their images, where the
-    // categorizers, which read files, have nothing to look at.
-    o.categorize = None;
+    // categorizers, which read files, have nothing to look at; the
+    // hotness categorizer goes by path.
+    o.categorize = hotness.map(|list| CategorizeOptions {
+        categorizers: vec![Categorizer::Hotness],
+        incompressible: Default::default(),
+        hotness: Some(Arc::new(list)),
+    });
+    if o.categorize.is_some() {
+        o.per_category = hoard_writer::level::category_defaults(args.level);
+    }
     let compression =
         split("-C", &args.codecs.compression, |s| Ok(s.to_string())).map_err(anyhow::Error::msg)?;
     if let Some(c) = compression.general {
         o.data_compression = c;
+    }
+    for (name, c) in compression.per_category {
+        o.per_category.entry(name).or_default().compression = Some(c);
     }
     if let Some(c) = &args.codecs.metadata_compression {
         o.metadata_compression = c.clone();
@@ -161,10 +187,23 @@ fn flatten(args: &RewriteArgs, level: Level) -> Result<u8> {
     for w in &summary.warnings {
         eprintln!("hoard: warning: {w}");
     }
+    for l in &summary.lists {
+        if l.unmatched > 0 {
+            eprintln!(
+                "hoard: {}: {} of {} paths are not files of the image",
+                l.file.display(),
+                l.unmatched,
+                l.listed
+            );
+        }
+    }
     if !args.no_progress {
+        let what = match args.inputs.len() {
+            1 => "laid the image out again".to_string(),
+            n => format!("flattened {n} layers"),
+        };
         println!(
-            "flattened {} layers: {} entries, {} in {} blocks, image {}",
-            args.inputs.len(),
+            "{what}: {} entries, {} in {} blocks, image {}",
             summary.counts.dirs
                 + summary.counts.symlinks
                 + summary.counts.file_entries

@@ -1,7 +1,8 @@
 //! Stage 2b: categorizers look at each distinct content and split it into
 //! fragments of named categories (`pcmaudio/waveform`, `incompressible`,
 //! ...), so each category can get its own segmenter, blocks and
-//! compressor, like DwarFS's `--categorize`.
+//! compressor, like DwarFS's `--categorize`. The `hotness` categorizer
+//! goes by path: the files of a list.
 
 /// The category of data that no categorizer claimed.
 pub const DEFAULT_CATEGORY: &str = "<default>";
@@ -147,17 +148,20 @@ impl Fragments {
 
 pub mod binary;
 pub mod fits;
+pub mod hotness;
 pub mod incompressible;
 pub mod pcmaudio;
 pub mod zip;
 
 use crate::dedupe::Content;
+use crate::path_list::PathList;
 use crate::tree::Tree;
 pub use incompressible::IncompressibleOptions;
 use rayon::prelude::*;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A categorizer, by its DwarFS name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +176,8 @@ pub enum Categorizer {
     Zip,
     /// Data zstd cannot shrink (`incompressible`).
     Incompressible,
+    /// The files of a list (`hotness`): run only when named, with a list.
+    Hotness,
 }
 
 /// Every categorizer's name, in the order `--categorize` alone runs them.
@@ -179,6 +185,16 @@ pub const ALL_NAMES: &str = "fits,pcmaudio,binary,zip,incompressible";
 
 /// Every categorizer, in the order `--categorize` alone runs them.
 pub const ALL: [Categorizer; 5] = [
+    Categorizer::Fits,
+    Categorizer::PcmAudio,
+    Categorizer::Binary,
+    Categorizer::Zip,
+    Categorizer::Incompressible,
+];
+
+/// Every categorizer `--categorize` takes by name.
+const KNOWN: [Categorizer; 6] = [
+    Categorizer::Hotness,
     Categorizer::Fits,
     Categorizer::PcmAudio,
     Categorizer::Binary,
@@ -195,6 +211,7 @@ impl Categorizer {
             Categorizer::Binary => "binary",
             Categorizer::Zip => "zip",
             Categorizer::Incompressible => "incompressible",
+            Categorizer::Hotness => "hotness",
         }
     }
 
@@ -206,6 +223,7 @@ impl Categorizer {
             Categorizer::Binary => &[binary::ELF, binary::PE],
             Categorizer::Zip => &[zip::HEADERS],
             Categorizer::Incompressible => &[incompressible::INCOMPRESSIBLE],
+            Categorizer::Hotness => &[hotness::HOTNESS],
         }
     }
 
@@ -214,7 +232,10 @@ impl Categorizer {
         match self {
             Categorizer::Zip => zip::MIN_ARCHIVE,
             Categorizer::Incompressible => opts.incompressible.min_input_size,
-            Categorizer::Fits | Categorizer::PcmAudio | Categorizer::Binary => 1,
+            Categorizer::Fits
+            | Categorizer::PcmAudio
+            | Categorizer::Binary
+            | Categorizer::Hotness => 1,
         }
     }
 
@@ -227,8 +248,8 @@ impl Categorizer {
         list.split(',')
             .filter(|s| !s.is_empty())
             .map(|name| {
-                ALL.into_iter().find(|c| c.name() == name).ok_or_else(|| {
-                    let known: Vec<&str> = ALL.iter().map(|c| c.name()).collect();
+                KNOWN.into_iter().find(|c| c.name() == name).ok_or_else(|| {
+                    let known: Vec<&str> = KNOWN.iter().map(|c| c.name()).collect();
                     format!("unknown categorizer '{name}' (known: {})", known.join(", "))
                 })
             })
@@ -236,9 +257,11 @@ impl Categorizer {
     }
 }
 
-/// Every category name any categorizer can emit, the default first.
+/// Every category name any categorizer can emit, in the order their
+/// data is laid out: hot data first, then the default category.
 pub fn all_category_names() -> Vec<&'static str> {
-    std::iter::once(DEFAULT_CATEGORY)
+    [hotness::HOTNESS, DEFAULT_CATEGORY]
+        .into_iter()
         .chain(ALL.iter().flat_map(|c| c.categories().iter().copied()))
         .collect()
 }
@@ -250,6 +273,24 @@ pub struct CategorizeOptions {
     pub categorizers: Vec<Categorizer>,
     /// Settings of the incompressible categorizer.
     pub incompressible: IncompressibleOptions,
+    /// The hot files (`--hotness-list`), which the hotness categorizer
+    /// needs.
+    pub hotness: Option<Arc<PathList>>,
+}
+
+impl CategorizeOptions {
+    /// Checks that the hotness categorizer and a hotness list come
+    /// together.
+    pub fn check(&self) -> Result<(), String> {
+        let runs_hotness = self.categorizers.contains(&Categorizer::Hotness);
+        match (runs_hotness, &self.hotness) {
+            (true, None) => Err("the hotness categorizer needs a list: --hotness-list FILE".into()),
+            (false, Some(_)) => {
+                Err("--hotness-list is for the hotness categorizer: --categorize=hotness".into())
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Format categorizers read whole files into memory; larger ones are left
@@ -260,23 +301,27 @@ const MAX_FORMAT_FILE: u64 = 1 << 30;
 const HEAD: usize = 4096;
 
 /// The fragments of every content (indexed like `contents`), found in
-/// parallel.
+/// parallel; `hot` says which contents the hotness list names (their
+/// place in it), for the hotness categorizer.
 /// A content no categorizer claims — and, when holes are kept
-/// (`sparse_files`), a sparse file, or a file that cannot be read now — is
-/// one fragment of [`DEFAULT_CATEGORY`]; an empty content has no
+/// (`sparse_files`), a sparse file not hot, or a file that cannot be read
+/// now — is one fragment of [`DEFAULT_CATEGORY`]; an empty content has no
 /// fragments. `done` counts the bytes looked at.
 pub fn categorize(
     tree: &Tree,
     contents: &[Content],
     sparse_files: bool,
     opts: &CategorizeOptions,
+    hot: Option<&[Option<u32>]>,
     done: &AtomicU64,
 ) -> Fragments {
     let found: Vec<Vec<Fragment>> = contents
         .par_iter()
-        .map(|content| {
+        .enumerate()
+        .map(|(c, content)| {
             let path = tree.source(content.files[0]);
-            let found = categorize_file(&path, content.size, sparse_files, opts)
+            let hot = hot.is_some_and(|h| h.get(c).is_some_and(Option::is_some));
+            let found = categorize_file(&path, content.size, sparse_files, opts, hot)
                 .ok()
                 .flatten();
             done.fetch_add(content.size, Ordering::Relaxed);
@@ -293,22 +338,34 @@ pub fn categorize(
     fragments
 }
 
-/// Runs the categorizers on one file, first match wins.
+/// Runs the categorizers on one file, first match wins; `hot` when the
+/// hotness list names it.
 fn categorize_file(
     path: &std::path::Path,
     size: u64,
     sparse_files: bool,
     opts: &CategorizeOptions,
+    hot: bool,
 ) -> std::io::Result<Option<Vec<Fragment>>> {
     let smallest = opts.categorizers.iter().map(|c| c.smallest_claimed(opts));
     if size == 0 || smallest.min().is_none_or(|s| size < s) {
         return Ok(None);
     }
+    let hot = hot && opts.categorizers.contains(&Categorizer::Hotness);
+    let hot_fragments = || Fragment::whole(Category::plain(hotness::HOTNESS), size);
+    // Decided by path alone, reading nothing, when hotness comes first
+    // (for a hot file) or runs alone.
+    let hotness_first = opts.categorizers.first() == Some(&Categorizer::Hotness);
+    let hotness_alone = opts.categorizers.iter().all(|c| *c == Categorizer::Hotness);
+    if (hot && hotness_first) || hotness_alone {
+        return Ok(hot.then(hot_fragments));
+    }
     let file = std::fs::File::open(path)?;
     if sparse_files {
         use std::os::unix::fs::MetadataExt;
         if file.metadata()?.blocks() * 512 < size {
-            return Ok(None); // holes stay holes in the default category
+            // Holes stay holes, in the hotness or the default category.
+            return Ok(hot.then(hot_fragments));
         }
     }
     let mut head = vec![0u8; HEAD.min(size as usize)];
@@ -337,6 +394,7 @@ fn categorize_file(
             Categorizer::Incompressible => {
                 incompressible::categorize((&file).take(size), size, &opts.incompressible)?
             }
+            Categorizer::Hotness if hot => Some(hot_fragments()),
             _ => None,
         };
         if found.is_some() {
