@@ -1,9 +1,21 @@
 //! The part of libarchive's C interface (`archive.h`, `archive_entry.h`,
 //! libarchive 3.6) that this crate calls, declared by hand: a few dozen
 //! functions do not warrant a generated binding.
+//!
+//! The library is loaded when an archive is first opened, not linked: a
+//! program that reads no archive (a mount of an image, above all) then
+//! starts without loading libarchive and the dozen libraries it needs
+//! (libxml2, ICU's 30 MB of data, libstdc++, …), which took about 50 ms
+//! of a cold start. [`load`] must succeed before any function here is
+//! called; every handle comes from `archive_read_new`,
+//! `archive_write_new` or `archive_entry_new`, which the reader and the
+//! writer call only after it.
 #![allow(non_camel_case_types)]
 
+use std::sync::OnceLock;
+
 use libc::{c_char, c_int, c_long, c_uint, c_void, dev_t, mode_t, size_t, ssize_t, time_t};
+use libloading::Library;
 
 /// An open archive handle (`struct archive`).
 #[repr(C)]
@@ -39,8 +51,45 @@ pub type archive_write_callback =
 pub type archive_open_callback = unsafe extern "C" fn(*mut archive, *mut c_void) -> c_int;
 pub type archive_close_callback = unsafe extern "C" fn(*mut archive, *mut c_void) -> c_int;
 
-#[link(name = "archive")]
-extern "C" {
+/// Declares libarchive's functions: a table of pointers looked up in the
+/// loaded library, and for each function a wrapper of the same name and
+/// signature that calls through the table.
+macro_rules! libarchive_functions {
+    ($(pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?;)*) => {
+        /// libarchive's functions, looked up in the loaded library.
+        struct Functions {
+            $($name: unsafe extern "C" fn($($ty),*) $(-> $ret)?,)*
+        }
+
+        impl Functions {
+            /// Looks up every function in `library` (loaded as `name`).
+            fn find(library: &Library, name: &str) -> Result<Functions, String> {
+                Ok(Functions {
+                    $($name: {
+                        let symbol = concat!(stringify!($name), "\0").as_bytes();
+                        // SAFETY: the type is the function's C signature above.
+                        let found = unsafe {
+                            library.get::<unsafe extern "C" fn($($ty),*) $(-> $ret)?>(symbol)
+                        };
+                        *found.map_err(|e| format!("{name} lacks {}: {e}", stringify!($name)))?
+                    },)*
+                })
+            }
+        }
+
+        $(
+            /// libarchive's function of this name.
+            ///
+            /// # Safety
+            /// As in C; and [`load`] has succeeded.
+            pub unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
+                (functions().$name)($($arg),*)
+            }
+        )*
+    };
+}
+
+libarchive_functions! {
     pub fn archive_error_string(a: *mut archive) -> *const c_char;
     pub fn archive_format(a: *mut archive) -> c_int;
     pub fn archive_format_name(a: *mut archive) -> *const c_char;
@@ -147,4 +196,53 @@ extern "C" {
         size: size_t,
     );
     pub fn archive_entry_sparse_add_entry(e: *mut archive_entry, offset: i64, length: i64);
+
+}
+
+/// The names the library is looked up by: the soname every distribution
+/// ships since libarchive 3.0, then the development link.
+const LIBRARY_NAMES: [&str; 2] = ["libarchive.so.13", "libarchive.so"];
+
+/// The loaded library and its functions, kept for the life of the process.
+struct Loaded {
+    functions: Functions,
+    _library: Library,
+}
+
+static LOADED: OnceLock<Result<Loaded, String>> = OnceLock::new();
+
+/// Loads libarchive once; the error names the library and why it failed.
+pub fn load() -> Result<(), String> {
+    match LOADED.get_or_init(load_library) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+fn load_library() -> Result<Loaded, String> {
+    let mut failures = Vec::new();
+    for name in LIBRARY_NAMES {
+        // SAFETY: libarchive's initializers have no preconditions.
+        match unsafe { Library::new(name) } {
+            Ok(library) => {
+                let functions = Functions::find(&library, name)?;
+                return Ok(Loaded {
+                    functions,
+                    _library: library,
+                });
+            }
+            Err(e) => failures.push(e.to_string()),
+        }
+    }
+    Err(format!(
+        "libarchive is not installed (Debian: libarchive13): {}",
+        failures.join("; ")
+    ))
+}
+
+fn functions() -> &'static Functions {
+    match LOADED.get() {
+        Some(Ok(loaded)) => &loaded.functions,
+        _ => unreachable!("a libarchive function was called before ffi::load succeeded"),
+    }
 }

@@ -146,6 +146,7 @@ impl ArchiveReader {
     }
 
     fn new(name: String, stream: Option<Box<Stream>>) -> Result<Self> {
+        ffi::load().map_err(|e| Error::Fatal(format!("{name}: {e}")))?;
         // SAFETY: plain constructor calls; a null handle is checked.
         let raw = unsafe { ffi::archive_read_new() };
         if raw.is_null() {

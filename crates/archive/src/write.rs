@@ -99,6 +99,7 @@ impl<'w> ArchiveWriter<'w> {
     /// A `format` archive written to `out`, with libarchive's format
     /// `options` (`key=value,…`, as bsdtar's `--options`).
     pub fn new(format: Format, options: Option<&str>, out: &'w mut dyn Write) -> Result<Self> {
+        ffi::load().map_err(Error::Fatal)?;
         // SAFETY: constructor calls; null results are checked.
         let (raw, entry) = unsafe { (ffi::archive_write_new(), ffi::archive_entry_new()) };
         if raw.is_null() || entry.is_null() {
