@@ -12,6 +12,7 @@ use hoard_writer::history;
 use hoard_writer::level::Level;
 use hoard_writer::output::OutputOptions;
 use hoard_writer::parse::{parse_resolution, parse_time, split, Given, StreamOptions};
+use hoard_writer::path_list::PathList;
 use hoard_writer::rewrite::{Rebuild, RewriteOptions};
 use hoard_writer::scan::{xattr_filter, InputList};
 use hoard_writer::{CreateOptions, Progress};
@@ -213,14 +214,30 @@ pub fn create<'py>(
     let window_step = opts.values("window_step")?;
     let lookback = opts.values("max_lookback_blocks")?;
     let order = opts.values("order")?;
+    let hotness = opts
+        .take::<PathBuf>("hotness_list")?
+        .map(|file| PathList::read(&file).map(Arc::new).map_err(value_error))
+        .transpose()?;
     if let Some(list) = categorizers(&opts)? {
         let categorizers = Categorizer::parse_list(&list).map_err(value_error)?;
         o.categorize = (!categorizers.is_empty()).then_some(CategorizeOptions {
             categorizers,
             incompressible: incompressible(&opts)?,
-            hotness: None,
+            hotness: hotness.clone(),
         });
         o.per_category = hoard_writer::level::category_defaults(level);
+    }
+    if let Some(list) = hotness {
+        if !o
+            .categorize
+            .as_ref()
+            .is_some_and(|c| c.categorizers.contains(&Categorizer::Hotness))
+        {
+            return Err(value_error(format!(
+                "hotness_list {} is for the hotness categorizer: add categorize=\"hotness\"",
+                list.file().display()
+            )));
+        }
     }
     let given = |option, values| Given { option, values };
     StreamOptions {

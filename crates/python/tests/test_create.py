@@ -184,6 +184,18 @@ def test_incompressible_settings(tree, tmp_path):
         assert "incompressible" not in img.info()["categories"]
 
 
+def test_hotness_list(tree, tmp_path):
+    hot = tmp_path / "hot.txt"
+    hot.write_text("data/x.csv\nreadme.txt\n")
+    image = tmp_path / "h.dwarfs"
+    hoard.create(tree, image, categorize="hotness", hotness_list=hot)
+    with hoard.Image(image) as img:
+        assert "hotness" in img.info()["categories"]
+        assert img.read("data/x.csv") == (tree / "data" / "x.csv").read_bytes()
+    with pytest.raises(ValueError, match="categorize"):
+        hoard.create(tree, image, force=True, hotness_list=hot)
+
+
 def test_input_list(tree, tmp_path):
     image = tmp_path / "l.dwarfs"
     hoard.create(tree, image, input_list=["readme.txt", "data/x.csv"])

@@ -342,6 +342,8 @@ def create(source_dir, image_path, level=7, progress=None, **options):
     ``options`` are those of ``hoard create``, named as its long options
     with ``_`` for ``-``: force, fsync, block_size_bits, metadata_compression,
     schema_compression, categorize (True, False or a list string),
+    hotness_list (a file of paths, for ``categorize="hotness"``: those
+    files first, in its order, in blocks of their own),
     incompressible_min_input_size, incompressible_block_size,
     incompressible_fragments, incompressible_ratio,
     incompressible_zstd_level, no_category_names, no_category_metadata,
