@@ -13,13 +13,9 @@
 //!   files (smaller than both on a root file system and on many versions
 //!   of a tree);
 //! * where DwarFS segments with 4 KiB windows (levels 3 to 9), hoard uses
-//!   1 KiB windows, with a step of a quarter window at levels 4 to 6 and
+//!   1 KiB windows, with a step of a quarter window at levels 4 to 7 and
 //!   an eighth at 8 and 9 (at level 9 the repeats they find leave lzma a
-//!   third less data on many versions of a tree, for a smaller image),
-//!   and 512-byte windows every 256 bytes at level 7 (on 40 releases of
-//!   Django zstd then gets a sixth less data, for an image 0.26% smaller
-//!   in 0.84 of the CPU time, now that the metadata holding the extra
-//!   chunks is compressed with lzma);
+//!   third less data on many versions of a tree, for a smaller image);
 //! * where DwarFS compresses blocks with zstd level 22 (levels 6 and 7),
 //!   hoard uses level 20: on 16 MiB blocks both search the whole block,
 //!   and level 20 costs less than half the time for 0.4% more bytes;
@@ -146,8 +142,8 @@ const LEVELS: [Level; 10] = [
             DATA_L6_L7,
             SCHEMA,
             "zstd:level=22",
-            9,
-            1,
+            10,
+            2,
             Order::Similarity,
         )
     },
@@ -300,20 +296,4 @@ pub fn category_defaults(n: u8) -> BTreeMap<String, CategorySettings> {
         },
     );
     m
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn level_7_segments_with_512_byte_windows_every_256_bytes() {
-        let l7 = Level::get(DEFAULT_LEVEL).unwrap();
-        assert_eq!((l7.window_bits, l7.window_step_shift), (9, 1));
-        assert_eq!(l7.order, Order::Similarity);
-        // The levels around it keep 1 KiB windows.
-        for n in [6, 8, 9] {
-            assert_eq!(Level::get(n).unwrap().window_bits, 10, "level {n}");
-        }
-    }
 }
