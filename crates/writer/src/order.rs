@@ -11,7 +11,9 @@
 //!   one: files of one kind together (all `.py`, then all `.so`, …),
 //!   within a kind the files of one directory together, in path order,
 //!   and the same file from many versions of a tree side by side, its
-//!   versions in the order of the top directories that hold them;
+//!   versions in the order of the top directories that hold them; the
+//!   files of one stem below the top (`de.po`, `de.mo`) count as the least
+//!   of their extensions, so that they sit together too;
 //! * `name-nilsimsa[:max-children=N][:max-cluster-size=N]` — the files of
 //!   one name as a unit, as `revpath` within it (the versions of one file
 //!   side by side), and the units ordered as `nilsimsa` orders contents,
@@ -47,6 +49,7 @@ use crate::path_list::PathList;
 use crate::tree::Tree;
 use rayon::prelude::*;
 use std::cmp::Reverse;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What `--order` names: an order, or a list of files to put first
@@ -251,14 +254,65 @@ fn revpath_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 
 /// Compares paths below the trunk as if the trees at their top (the
 /// releases or snapshots of a tree side by side) were one: by the path
-/// below the top directory, component by component, then by the top
-/// directory. A file directly at the top is a path below no directory.
+/// below the top directory without its name's extension, component by
+/// component, then by the extension, then by the top directory. A file
+/// directly at the top is a path below no directory.
 fn side_by_side_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     let ((top_a, below_a), (top_b, below_b)) = (split_top(a), split_top(b));
-    below_a
+    let ((stem_a, ext_a), (stem_b, ext_b)) = (split_extension(below_a), split_extension(below_b));
+    stem_a
         .split(|&c| c == b'/')
-        .cmp(below_b.split(|&c| c == b'/'))
+        .cmp(stem_b.split(|&c| c == b'/'))
+        .then_with(|| ext_a.cmp(ext_b))
         .then_with(|| top_a.cmp(top_b))
+}
+
+/// A path without its name's extension, and the extension (empty if the
+/// name has none).
+fn split_extension(path: &[u8]) -> (&[u8], &[u8]) {
+    let ext = extension(base_name(path));
+    if ext.is_empty() {
+        (path, ext)
+    } else {
+        (&path[..path.len() - ext.len() - 1], ext)
+    }
+}
+
+/// The kind each content is ordered by in the `similarity` order: its
+/// extension, unless files of the same stem below the top (`po/de.po`
+/// and `po/de.mo`, of any top directory) have other extensions: then the
+/// least of their extensions, so that the files of one stem sit side by
+/// side (a compiled catalogue beside its source shares its strings).
+struct StemKinds<'p> {
+    kinds: Vec<&'p [u8]>,
+}
+
+impl<'p> StemKinds<'p> {
+    fn new(paths: &'p ContentPaths, trunk: usize) -> Self {
+        let below = |c: usize| split_top(&paths.get(c)[trunk..]).1;
+        let mut least: HashMap<&[u8], &[u8]> = HashMap::new();
+        for c in 0..paths.ends.len() {
+            let (stem, ext) = split_extension(below(c));
+            if ext.is_empty() {
+                continue;
+            }
+            least
+                .entry(stem)
+                .and_modify(|e| *e = (*e).min(ext))
+                .or_insert(ext);
+        }
+        let kinds = (0..paths.ends.len())
+            .map(|c| {
+                let (stem, ext) = split_extension(below(c));
+                least.get(stem).copied().unwrap_or(ext)
+            })
+            .collect();
+        StemKinds { kinds }
+    }
+
+    fn kind(&self, c: usize) -> &'p [u8] {
+        self.kinds[c]
+    }
 }
 
 /// A path's first directory and the rest below it (no directory and the
@@ -351,11 +405,13 @@ pub fn order(tree: &Tree, contents: &[Content], order: Order) -> Vec<usize> {
         Order::RevPath => ids.sort_by(|&a, &b| revpath_cmp(path(a), path(b))),
         Order::Similarity => {
             let trunk = paths.trunk_len();
+            let kinds = StemKinds::new(&paths, trunk);
             ids.sort_by(|&a, &b| {
-                let (a, b) = (path(a), path(b));
-                extension(base_name(a))
-                    .cmp(extension(base_name(b)))
-                    .then_with(|| side_by_side_cmp(&a[trunk..], &b[trunk..]))
+                let (pa, pb) = (path(a), path(b));
+                kinds
+                    .kind(a)
+                    .cmp(kinds.kind(b))
+                    .then_with(|| side_by_side_cmp(&pa[trunk..], &pb[trunk..]))
             })
         }
         Order::Nilsimsa { options } => ids = order_nilsimsa(&paths, contents, options),
@@ -805,6 +861,34 @@ mod tests {
                 "app-2.0/lib/models.py",
                 "app-1.0/lib/views.py",
                 "app-1.0/test/models.py",
+            ]
+        );
+    }
+
+    #[test]
+    fn similarity_order_puts_the_files_of_one_stem_together() {
+        // `de.po` and `de.mo` share a stem: all of them sit together, in
+        // the place of the least extension (`mo`), each extension's
+        // versions side by side; `fr.po` has no `.mo` and stays a `po`.
+        let paths = [
+            "a-2/po/de.po",
+            "a-1/lib/x.py",
+            "a-1/po/fr.po",
+            "a-1/po/de.mo",
+            "a-1/po/de.po",
+            "a-2/po/de.mo",
+            "a-1/README",
+        ];
+        assert_eq!(
+            similarity_order(&paths),
+            [
+                "a-1/README",
+                "a-1/po/de.mo",
+                "a-2/po/de.mo",
+                "a-1/po/de.po",
+                "a-2/po/de.po",
+                "a-1/po/fr.po",
+                "a-1/lib/x.py",
             ]
         );
     }
