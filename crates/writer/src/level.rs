@@ -24,8 +24,7 @@
 //!   for 0.07-0.12% more bytes;
 //! * at level 7, metadata of at most [`SMALL_METADATA`] bytes is
 //!   compressed with lzma (5-40% smaller than with zstd level 22; a mount
-//!   decodes it at about 20 ms a MiB, 0.1 s for 40 releases of Django),
-//!   larger metadata with zstd;
+//!   decodes it in at most about 20 ms), larger metadata with zstd;
 //! * at levels 7 to 9 the `zip` categorizer puts the headers of zip
 //!   archives (jars, wheels, ...) in blocks of their own, where the
 //!   names they hold compress together.
@@ -94,9 +93,8 @@ const ZIP: &[Categorizer] = &[Categorizer::Zip];
 const DATA_L6_L7: &str = "zstd:level=20:target_length=128:search_log=5";
 
 /// The largest encoded metadata that [`Level::small_metadata`] applies to:
-/// lzma decodes 1 MiB of it in about 20 ms on one core, so a mount spends
-/// at most about a third of a second on it.
-pub const SMALL_METADATA: usize = 16 << 20;
+/// lzma decodes 1 MiB of it in about 20 ms on one core.
+pub const SMALL_METADATA: usize = 1 << 20;
 
 const LEVELS: [Level; 10] = [
     level(20, "null", "null", "null", 0, 0, Order::None),
@@ -131,11 +129,10 @@ const LEVELS: [Level; 10] = [
     ),
     level(24, DATA_L6_L7, SCHEMA, "null", 10, 2, Order::Similarity),
     Level {
-        // A dictionary of SMALL_METADATA bytes holds all of it (the
-        // codec caps it at the input's size, so small metadata sets up
-        // in a quarter of the time a 64 MiB one takes); lc, lp and pb as
-        // in METADATA_LZMA.
-        small_metadata: Some("lzma:level=9:extreme:dict_size=24:lc=0:lp=2:pb=2"),
+        // A dictionary of SMALL_METADATA bytes holds all of it, and
+        // sets up in a quarter of the time a 64 MiB one takes; lc, lp
+        // and pb as in METADATA_LZMA.
+        small_metadata: Some("lzma:level=9:extreme:dict_size=20:lc=0:lp=2:pb=2"),
         categorizers: ZIP,
         ..level(
             24,

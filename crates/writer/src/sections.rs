@@ -64,19 +64,13 @@ pub(crate) fn write_metadata(
         encode_metadata(meta, &options.pack, widths).map_err(|e| Error::Input(e.to_string()))?;
     let (algo, payload) = pack_section(&options.schema_compression, &encoded.schema)?;
     image.section(SectionType::METADATA_V2_SCHEMA, algo, &payload)?;
-    let spec = metadata_spec(options, encoded.data.len());
+    let spec = match &options.small_metadata_compression {
+        Some(small) if encoded.data.len() <= SMALL_METADATA => small,
+        _ => &options.metadata_compression,
+    };
     let (algo, payload) = pack_section(spec, &encoded.data)?;
     image.section(SectionType::METADATA_V2, algo, &payload)?;
     Ok(payload.len() as u64)
-}
-
-/// The codec spec for `len` bytes of encoded metadata: the one for small
-/// metadata up to [`SMALL_METADATA`] bytes, if the options have one.
-fn metadata_spec(options: &CreateOptions, len: usize) -> &str {
-    match &options.small_metadata_compression {
-        Some(small) if len <= SMALL_METADATA => small,
-        _ => &options.metadata_compression,
-    }
 }
 
 /// Writes the history section, if there is an entry to record.
@@ -87,25 +81,4 @@ pub(crate) fn write_history(image: &mut ImageFile, options: &CreateOptions) -> R
         image.section(SectionType::HISTORY, algo, &payload)?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::level::Level;
-    use std::path::PathBuf;
-
-    #[test]
-    fn level_7_compresses_metadata_of_many_releases_with_lzma() {
-        let options = CreateOptions::at_level(
-            PathBuf::from("in"),
-            PathBuf::from("out"),
-            Level::get(7).unwrap(),
-        );
-        // 40 releases of Django encode to 6.3 MB of metadata: lzma takes
-        // 17% off what zstd level 22 makes of it.
-        assert!(metadata_spec(&options, 6_316_496).starts_with("lzma:"));
-        assert!(metadata_spec(&options, 1000).starts_with("lzma:"));
-        assert!(metadata_spec(&options, 17 << 20).starts_with("zstd:"));
-    }
 }
