@@ -239,6 +239,7 @@ impl CreateOptions {
             category_names: true,
             category_metadata: true,
             delta: None,
+            platform: None,
         }
     }
 }

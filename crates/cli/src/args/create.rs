@@ -9,10 +9,15 @@ use std::path::PathBuf;
 /// `hoard create` / `mkdwarfs`.
 #[derive(Debug, Clone, Args)]
 pub struct CreateArgs {
-    /// Directory to pack, or a tar or cpio archive (plain, gzip, zstd or
-    /// xz; `-` for standard input).
+    /// Directory to pack, a tar or cpio archive (plain, gzip, zstd or
+    /// xz; `-` for standard input), or a container image:
+    /// `oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`.
     #[arg(short = 'i', long = "input")]
     pub input: PathBuf,
+    /// For a container image: the platform whose image an index names
+    /// (`os/arch[/variant]`, as `linux/arm64`); default this machine's.
+    #[arg(long, value_name = "PLATFORM")]
+    pub platform: Option<String>,
     /// Image file to write.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,

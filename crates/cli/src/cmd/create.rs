@@ -180,6 +180,11 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
             refer_to_base: args.delta,
         });
     }
+    o.platform = args
+        .platform
+        .as_deref()
+        .map(hoard_oci::Platform::parse)
+        .transpose()?;
     o.history = args.history.entry(now);
     Ok(o)
 }
