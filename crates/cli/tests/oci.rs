@@ -77,7 +77,7 @@ fn layout_and_docker_archive_give_umocis_rootfs() {
 
 #[test]
 fn mounts_convert_once_and_run_a_program() {
-    if !tools_available() || !is_root() {
+    if !tools_available() {
         return;
     }
     let Some((dir, mnt)) = fuse_tempdir_with("mnt") else {
@@ -120,6 +120,55 @@ fn mounts_convert_once_and_run_a_program() {
     let d = differences_from_rootfs(&rootfs, &mnt, "mtime_ns");
     assert!(d.is_empty(), "{d}");
     drop(mounted);
+}
+
+#[test]
+fn layers_stack_as_the_flat_image() {
+    if !tools_available() {
+        return;
+    }
+    let Some((dir, mnt)) = fuse_tempdir_with("mnt") else {
+        return;
+    };
+    let (layout, rootfs) = umoci_image(dir.path());
+    let layers = dir.path().join("layers");
+    let source = format!("oci:{}:t", s(&layout));
+    let args = [
+        "create",
+        "-i",
+        &source,
+        "--layers",
+        s(&layers),
+        "--json",
+        "--time-resolution",
+        "ns",
+    ];
+    let listed: serde_json::Value = serde_json::from_str(&hoard_ok(&args)).unwrap();
+    let paths: Vec<&str> = listed["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            assert_eq!(l["made"], true, "{listed}");
+            l["path"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(paths.len(), 2, "{listed}");
+    let mounted = mount_ok(&paths, &mnt, &[]);
+    let d = differences_from_rootfs(&rootfs, &mnt, "");
+    assert!(d.is_empty(), "{d}");
+    drop(mounted);
+
+    // Made again (another image on the same layers, say): nothing to do.
+    let again: serde_json::Value = serde_json::from_str(&hoard_ok(&args)).unwrap();
+    assert!(
+        again["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["made"] == false),
+        "{again}"
+    );
 }
 
 /// `hoard create -i SOURCE` fails with one line naming `why`, writing

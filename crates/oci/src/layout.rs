@@ -87,7 +87,7 @@ impl Store for Layout {
                 .iter()
                 .find(|d| d.digest_text == reference)
                 .cloned()
-                .map_or(Err(digest), Ok),
+                .ok_or(digest),
             Err(_) => {
                 let found = self
                     .index

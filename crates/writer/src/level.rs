@@ -240,6 +240,7 @@ impl CreateOptions {
             category_metadata: true,
             delta: None,
             platform: None,
+            container_layers: None,
         }
     }
 }

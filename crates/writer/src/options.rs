@@ -90,6 +90,10 @@ pub struct CreateOptions {
     /// The platform whose image is read from a container image index
     /// (`--platform`); `None`: this machine's.
     pub platform: Option<hoard_oci::Platform>,
+    /// For a container image: apply only its bottom N layers (one layer
+    /// of `create --layers`, see [`crate::oci::layer_names`]); `None`:
+    /// all.
+    pub container_layers: Option<usize>,
 }
 
 /// Settings that one category overrides; None keeps the general setting.

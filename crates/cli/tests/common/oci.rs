@@ -6,11 +6,13 @@ use super::{output_ok, sh};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Whether umoci and skopeo are here (the skip recorded when not).
+/// Whether umoci and skopeo are here and the tests run as root (the
+/// images hold a device and files of other owners); the skip recorded
+/// when not.
 pub fn tools_available() -> bool {
-    let ok = super::has_tool("umoci") && super::has_tool("skopeo");
+    let ok = super::has_tool("umoci") && super::has_tool("skopeo") && super::is_root();
     if !ok {
-        super::skipped("umoci or skopeo missing: no container image tests");
+        super::skipped("umoci or skopeo missing, or not root: no container image tests");
     }
     ok
 }

@@ -104,9 +104,14 @@ pub fn scan(
             scan_archive(reader, scan, filter, progress)
         }
         Kind::Objects(path) => scan_objects(path, scan, filter, progress),
-        Kind::Container(source) => {
-            crate::oci::scan_source(&source, options.platform.as_ref(), scan, filter, progress)
-        }
+        Kind::Container(source) => crate::oci::scan_source(
+            &source,
+            options.platform.as_ref(),
+            options.container_layers,
+            scan,
+            filter,
+            progress,
+        ),
         Kind::Stack(paths) => stack::scan_stack(paths, options, scan, progress),
         Kind::Parts(parts) => parts::scan_parts(parts, options, scan, progress),
     }

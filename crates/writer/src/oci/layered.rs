@@ -147,8 +147,9 @@ impl Layered {
     }
 
     /// Makes sure `dir` and every directory above it are directories,
-    /// making those missing (mode 0755, owner 0, time 0) in `layer`.
-    fn directories(&mut self, dir: &[u8], layer: usize) -> Result<(), String> {
+    /// making those missing (mode 0755, owner 0, time 0) in `layer` when
+    /// `make`; returns whether they all are there.
+    fn directories(&mut self, dir: &[u8], layer: usize, make: bool) -> Result<bool, String> {
         let mut end = 0;
         while end < dir.len() {
             end = dir[end..]
@@ -168,6 +169,7 @@ impl Layered {
                         other.kind.name()
                     ))
                 }
+                None if !make => return Ok(false),
                 None => {
                     let node = Node {
                         kind: NodeKind::Dir,
@@ -183,7 +185,7 @@ impl Layered {
             }
             end += 1;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Applies member `m` of layer `layer` (from 1), its data read from
@@ -199,7 +201,7 @@ impl Layered {
         if let Some(whited) = name.strip_prefix(WHITEOUT) {
             return self.whiteout(layer, &path, dir, whited);
         }
-        self.directories(dir, layer)?;
+        self.directories(dir, layer, true)?;
         let attrs = attrs_of(&m).map_err(|e| format!("'{}': {e}", shown(&path)))?;
         let mut node = Node {
             kind: NodeKind::Dir,
@@ -272,12 +274,8 @@ impl Layered {
         dir: &[u8],
         whited: &[u8],
     ) -> Result<(), String> {
-        self.directories(dir, layer)?;
-        if path.ends_with(OPAQUE) && whited == &OPAQUE[WHITEOUT.len()..] {
-            self.remove_below(dir, layer, true);
-            return Ok(());
-        }
-        if whited.starts_with(WHITEOUT) {
+        let opaque = whited == &OPAQUE[WHITEOUT.len()..];
+        if !opaque && whited.starts_with(WHITEOUT) {
             // Another of AUFS's own files (`.wh..wh.plnk`, ...): not an entry.
             return Ok(());
         }
@@ -287,7 +285,15 @@ impl Layered {
                 shown(path)
             ));
         }
-        self.remove_below(&join(dir, whited), layer, false);
+        if !self.directories(dir, layer, false)? {
+            // Nothing below to delete.
+            return Ok(());
+        }
+        if opaque {
+            self.remove_below(dir, layer, true);
+        } else {
+            self.remove_below(&join(dir, whited), layer, false);
+        }
         Ok(())
     }
 

@@ -36,40 +36,59 @@ fn oci_error(e: hoard_oci::Error) -> Error {
 }
 
 /// Reads the container image `source` names (the one for `platform`,
-/// this machine's if `None`) into a tree, as `scan` says.
+/// this machine's if `None`; only its bottom `layers` layers if given)
+/// into a tree, as `scan` says.
 pub fn scan_source(
     source: &Source,
     platform: Option<&Platform>,
+    layers: Option<usize>,
     scan: &ScanOptions,
     filter: Option<&Filter>,
     progress: &ScanProgress,
 ) -> Result<Scanned> {
     let opened = source.open().map_err(oci_error)?;
-    scan_image(
-        &*opened.store,
-        &opened.reference,
-        platform,
-        scan,
-        filter,
-        progress,
-    )
+    let image = Image::resolve(&*opened.store, &opened.reference, platform).map_err(oci_error)?;
+    scan_image(&*opened.store, &image, layers, scan, filter, progress)
 }
 
-/// Reads the image `reference` names in `store` into a tree: its layers
-/// applied bottom first, devices and special files kept, its config in
-/// [`Scanned::container_config`].
+/// The names of the layers of the image `source` names (for `platform`),
+/// bottom first: each the hex of its chain digest, the digest of its
+/// own digest after the chain digest of the layers below (the first's
+/// is its digest), as OCI's chain ids. A name stands for a layer over
+/// exactly those below it, so images that share base layers share these
+/// names, and a layer is never put on other layers than it was made on.
+pub fn layer_names(source: &Source, platform: Option<&Platform>) -> Result<Vec<String>> {
+    let opened = source.open().map_err(oci_error)?;
+    let image = Image::resolve(&*opened.store, &opened.reference, platform).map_err(oci_error)?;
+    let mut chain: Option<hoard_oci::Digest> = None;
+    let mut names = Vec::new();
+    for layer in &image.manifest.layers {
+        let digest = layer.digest().map_err(oci_error)?;
+        let next = match &chain {
+            None => digest,
+            Some(below) => hoard_oci::Digest::sha256_of(format!("{below} {digest}").as_bytes()),
+        };
+        names.push(format!("{}-{}", next.algorithm(), next.hex()));
+        chain = Some(next);
+    }
+    Ok(names)
+}
+
+/// Reads `image` of `store` into a tree: its layers (the bottom `layers`
+/// if given) applied bottom first, devices and special files kept, its
+/// config in [`Scanned::container_config`].
 pub fn scan_image(
     store: &dyn Store,
-    reference: &str,
-    platform: Option<&Platform>,
+    image: &Image,
+    layers: Option<usize>,
     scan: &ScanOptions,
     filter: Option<&Filter>,
     progress: &ScanProgress,
 ) -> Result<Scanned> {
-    let image = Image::resolve(store, reference, platform).map_err(oci_error)?;
     let scan = image_scan_options(scan);
     let mut layered = Layered::new(Spool::new(scan.spool_dir.as_deref())?);
-    for (i, layer) in image.manifest.layers.iter().enumerate() {
+    let count = layers.unwrap_or(usize::MAX);
+    for (i, layer) in image.manifest.layers.iter().take(count).enumerate() {
         apply_layer(store, layer, i + 1, &mut layered)
             .map_err(|e| Error::Input(format!("layer {} ({}): {e}", i + 1, layer.digest_text)))?;
     }
@@ -79,7 +98,7 @@ pub fn scan_image(
         builder.add(member)?;
     }
     let mut scanned = builder.finish();
-    scanned.container_config = Some(image.config_bytes);
+    scanned.container_config = Some(image.config_bytes.clone());
     Ok(scanned)
 }
 
