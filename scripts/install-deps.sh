@@ -41,6 +41,11 @@ command -v ssh-keygen >/dev/null || need+=(openssh-client)
 # The encryption tests make keys with age-keygen and open the wrapped key
 # with age.
 command -v age-keygen >/dev/null || need+=(age)
+# The container image tests make images with umoci, copy them with skopeo
+# and serve them from the CNCF distribution registry (docker-registry).
+command -v umoci >/dev/null || need+=(umoci)
+command -v skopeo >/dev/null || need+=(skopeo)
+command -v docker-registry >/dev/null || need+=(docker-registry)
 # From PyPI when missing (Debian's python3 needs pip and, being externally
 # managed, the override): the Python package's build and tests
 # (crates/python): maturin, pytest, fsspec, pandas; the remote-image tests

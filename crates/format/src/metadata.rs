@@ -223,12 +223,20 @@ pub struct Metadata {
     pub total_allocated_fs_size: Option<u64>,
     /// Extended attributes (hoard's extension, see [`crate::xattrs`]).
     pub xattrs: Option<Xattrs>,
+    /// The config (JSON, as stored) of the container image the tree was
+    /// made from (hoard's extension, field [`CONTAINER_CONFIG_FIELD`]).
+    pub container_config: Option<Vec<u8>>,
     /// How the tables were stored.
     pub storage: Storage,
 }
 
 /// Features (from the metadata `features` set) this build implements.
 pub const SUPPORTED_FEATURES: &[&str] = &["sparsefiles"];
+
+/// Id of the `container_config` field (binary) in the metadata struct:
+/// like [`XATTRS_FIELD`], far above DwarFS's own ids, so DwarFS and the
+/// `dwarfs` crate skip it.
+pub const CONTAINER_CONFIG_FIELD: i16 = 1001;
 
 /// Most items any one metadata list may have.
 const MAX_ITEMS: u64 = 1 << 28;
@@ -510,7 +518,13 @@ impl Metadata {
             }
         }
 
+        let container_config = f(CONTAINER_CONFIG_FIELD)
+            .optional()?
+            .map(|v| v.bytes().map(<[u8]>::to_vec))
+            .transpose()?;
+
         Ok(Metadata {
+            container_config,
             chunks: f(1).list()?.map(MAX_ITEMS, |c| {
                 Ok(Chunk {
                     block: c.field(1).u32()?,

@@ -2,15 +2,28 @@
 //!
 //! This crate knows where an OCI image's manifests and blobs come from and
 //! checks every byte of them against its digest. A [`Store`] is one place
-//! images are kept: an image layout directory, a `docker save` archive, or
-//! a registry. Nothing here knows hoard's image format; the writer turns an
-//! image's layers into a tree, and the remote reader reads a hoard image
-//! pushed as a blob.
+//! images are kept: an image layout directory ([`layout`]), a `docker
+//! save` archive ([`docker_archive`]), or a registry. [`spec`] parses the
+//! manifests, indexes and configs, [`image::Image::resolve`] follows a
+//! reference to the image of a platform, and [`source`] parses the names
+//! users give (`oci:DIR[:TAG]`, `docker-archive:FILE[:REF]`). Nothing here
+//! knows hoard's image format; the writer turns an image's layers into a
+//! tree, and the remote reader reads a hoard image pushed as a blob.
 
 pub mod digest;
+pub mod docker_archive;
 pub mod error;
+pub mod fuzzing;
+pub mod image;
+pub mod layout;
+pub mod source;
+pub mod spec;
 pub mod store;
+pub mod tar_index;
 
 pub use digest::{Digest, VerifyingReader};
 pub use error::{Error, Result};
+pub use image::Image;
+pub use source::Source;
+pub use spec::Platform;
 pub use store::{Fetched, Store};

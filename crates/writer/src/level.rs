@@ -239,6 +239,8 @@ impl CreateOptions {
             category_names: true,
             category_metadata: true,
             delta: None,
+            platform: None,
+            container_layers: None,
         }
     }
 }

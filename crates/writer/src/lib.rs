@@ -11,7 +11,8 @@
 //!    each entry's extended attributes and applying the [`filter`] rules;
 //!    [`archive`] reads a tar, cpio, zip, ... stream (a file, standard
 //!    input or a URL), spooling file contents; [`objects`] fetches the
-//!    objects under an S3 prefix; a stack of images, or the parts of a
+//!    objects under an S3 prefix; [`oci`] applies a container image's
+//!    layers; a stack of images, or the parts of a
 //!    merge, give their merged tree; with base images (`--base`),
 //!    [`delta`] cuts the tree down to what differs from them (a layer);
 //! 2. `hash_contents` — [`dedupe`] reads every file once and groups equal
@@ -58,6 +59,7 @@ pub mod merge;
 pub mod metadata;
 pub mod nilsimsa;
 pub mod objects;
+pub mod oci;
 pub mod options;
 pub mod order;
 pub mod output;

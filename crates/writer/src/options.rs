@@ -87,6 +87,13 @@ pub struct CreateOptions {
     pub category_metadata: bool,
     /// Write a layer: only what differs from these base images.
     pub delta: Option<DeltaOptions>,
+    /// The platform whose image is read from a container image index
+    /// (`--platform`); `None`: this machine's.
+    pub platform: Option<hoard_oci::Platform>,
+    /// For a container image: apply only its bottom N layers (one layer
+    /// of `create --layers`, see [`crate::oci::layer_names`]); `None`:
+    /// all.
+    pub container_layers: Option<usize>,
 }
 
 /// Settings that one category overrides; None keeps the general setting.
@@ -134,8 +141,10 @@ pub fn default_memory_limit() -> u64 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
     /// A directory, an archive file, `-` (an archive on standard input),
-    /// or a URL: `http(s)://` or `s3://bucket/key` (an archive, streamed),
-    /// `s3://bucket/prefix/` (the objects under the prefix).
+    /// a URL: `http(s)://` or `s3://bucket/key` (an archive, streamed),
+    /// `s3://bucket/prefix/` (the objects under the prefix), or a
+    /// container image (`oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`,
+    /// see [`hoard_oci::Source`]).
     Path(PathBuf),
     /// The merged tree of a stack of images, bottom first (`hoard rewrite
     /// LOWER... UPPER`).

@@ -42,6 +42,7 @@ pub fn create(
     check_cancel(&cancel)?;
     // Spooled archive contents stay until the image is written.
     let _spool = scanned.spool;
+    let container_config = scanned.container_config;
     let Subtracted {
         mut tree,
         counts: delta,
@@ -125,6 +126,7 @@ pub fn create(
     let categories = (options.categorize.is_some() && options.category_names && categorized)
         .then_some((streams.plans.as_slice(), segmented.block_streams.as_slice()));
     let mut meta = build_metadata(options, inputs, categories);
+    meta.container_config = container_config;
     if references.is_some() {
         let features = meta.features.get_or_insert_with(Default::default);
         features.insert(hoard_reader::delta::DELTA_FEATURE.to_string());

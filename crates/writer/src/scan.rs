@@ -120,6 +120,9 @@ pub struct Scanned {
     /// Where an archive input's file contents were spooled; it must live
     /// as long as the build reads them.
     pub spool: Option<crate::scratch::ScratchDir>,
+    /// The config of the container image read, kept in the image's
+    /// metadata ([`hoard_format::metadata::Metadata::container_config`]).
+    pub container_config: Option<Vec<u8>>,
 }
 
 /// A scanned directory entry, before it is numbered.
@@ -529,6 +532,7 @@ pub fn scan(
             .into_inner()
             .unwrap_or_else(|p| p.into_inner()),
         spool: None,
+        container_config: None,
     })
 }
 

@@ -9,13 +9,24 @@ use std::path::PathBuf;
 /// `hoard create` / `mkdwarfs`.
 #[derive(Debug, Clone, Args)]
 pub struct CreateArgs {
-    /// Directory to pack, or a tar or cpio archive (plain, gzip, zstd or
-    /// xz; `-` for standard input).
+    /// Directory to pack, a tar or cpio archive (plain, gzip, zstd or
+    /// xz; `-` for standard input), or a container image:
+    /// `oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`.
     #[arg(short = 'i', long = "input")]
     pub input: PathBuf,
+    /// For a container image: the platform whose image an index names
+    /// (`os/arch[/variant]`, as `linux/arm64`); default this machine's.
+    #[arg(long, value_name = "PLATFORM")]
+    pub platform: Option<String>,
     /// Image file to write.
-    #[arg(short = 'o', long = "output")]
-    pub output: PathBuf,
+    #[arg(short = 'o', long = "output", required_unless_present = "layers")]
+    pub output: Option<PathBuf>,
+    /// For a container image: write one layer per image layer into this
+    /// directory instead, each over the ones below, named by the layer's
+    /// chain of digests (layers already there are kept); `hoard mount`
+    /// stacks them.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["output", "base"])]
+    pub layers: Option<PathBuf>,
     /// Overwrite an existing image.
     #[arg(short = 'f', long)]
     pub force: bool,
@@ -346,12 +357,17 @@ impl HistoryArgs {
 }
 
 impl CreateArgs {
+    /// The image to write (`-o`, which clap asks for unless `--layers`).
+    pub fn image(&self) -> &std::path::Path {
+        self.output.as_deref().unwrap_or(std::path::Path::new(""))
+    }
+
     /// The rewrite that `mkdwarfs --recompress` stands for.
     pub fn as_rewrite(&self, what: &str) -> RewriteArgs {
         RewriteArgs {
             inputs: vec![self.input.clone()],
             force_stack: false,
-            output: self.output.clone(),
+            output: self.output.clone().unwrap_or_default(),
             force: self.force,
             fsync: self.fsync,
             offset: hoard_reader::ImageOffset::Auto,

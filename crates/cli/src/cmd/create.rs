@@ -19,11 +19,14 @@ use std::time::Instant;
 
 /// Builds an image; returns the exit code.
 pub fn run(args: &CreateArgs) -> Result<u8> {
+    if let Some(dir) = &args.layers {
+        return super::create_layers::run(args, dir);
+    }
     let options = options(args)?;
     if args.debug_filter {
         return debug_filter(args, options);
     }
-    refuse_existing_object(&args.output, args.force)?;
+    refuse_existing_object(args.image(), args.force)?;
     let cancel = super::interrupt::exit_on_signals()?;
     let progress = Progress::default();
     let quiet = args.no_progress || args.progress.as_deref() == Some("none") || args.json;
@@ -56,11 +59,11 @@ pub(super) fn refuse_existing_object(output: &std::path::Path, force: bool) -> R
 }
 
 /// Turns the command line into writer options.
-fn options(args: &CreateArgs) -> Result<CreateOptions> {
+pub(super) fn options(args: &CreateArgs) -> Result<CreateOptions> {
     let level =
         Level::get(args.level).ok_or_else(|| anyhow!("level {} out of range", args.level))?;
-    let mut o = CreateOptions::at_level(args.input.clone(), args.output.clone(), level);
-    o.output = args.protect.options(&args.output, args.force, args.fsync)?;
+    let mut o = CreateOptions::at_level(args.input.clone(), args.image().to_path_buf(), level);
+    o.output = args.protect.options(args.image(), args.force, args.fsync)?;
     if let Some(b) = args.block_size_bits {
         o.block_size_bits = b;
     }
@@ -180,6 +183,11 @@ fn options(args: &CreateArgs) -> Result<CreateOptions> {
             refer_to_base: args.delta,
         });
     }
+    o.platform = args
+        .platform
+        .as_deref()
+        .map(hoard_oci::Platform::parse)
+        .transpose()?;
     o.history = args.history.entry(now);
     Ok(o)
 }
@@ -212,7 +220,7 @@ fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
-fn print_summary(s: &Summary, secs: f64) {
+pub(super) fn print_summary(s: &Summary, secs: f64) {
     let c = &s.counts;
     println!(
         "scanned {} directories, {} symlinks, {} files ({} hard links), {} devices, {} fifos/sockets",

@@ -275,6 +275,7 @@ fn collect(fs: &Filesystem) -> Result<Value> {
         })),
         "created_by": meta.dwarfs_version,
         "created_at": meta.create_timestamp,
+        "container": meta.container_config.as_deref().map(container),
         "depends_on": depends_on(fs)?,
         "history": history(fs),
     }))
@@ -348,6 +349,7 @@ fn print_text(info: &Value) {
         ("metadata tables", "metadata_tables"),
         ("extended attributes", "xattrs"),
         ("signature claims", "signature_claims"),
+        ("container image", "container"),
         ("fetched (remote image)", "remote"),
     ] {
         if let Value::Object(map) = &info[key] {
@@ -379,6 +381,40 @@ fn print_text(info: &Value) {
         }
     }
     super::info_history::print_text(&info["history"]);
+}
+
+/// What the config of the container image an image was made from says
+/// (kept in its metadata): its digest, platform and how it runs.
+fn container(config: &[u8]) -> Value {
+    let digest = hoard_oci::Digest::sha256_of(config).to_string();
+    match hoard_oci::spec::parse_config(config) {
+        Ok(parsed) => {
+            let mut info = json!({
+                "config_digest": digest,
+                "platform": format!("{}/{}", parsed.os, parsed.architecture),
+            });
+            if let Ok(Value::Object(run)) = serde_json::to_value(parsed.config.unwrap_or_default())
+            {
+                for (key, value) in run {
+                    info[snake_case(&key)] = value;
+                }
+            }
+            info
+        }
+        Err(e) => json!({"config_digest": digest, "error": e.to_string()}),
+    }
+}
+
+/// `WorkingDir` as `working_dir`.
+fn snake_case(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 /// The images a delta layer depends on, bottom first: each its name and

@@ -3,6 +3,7 @@
 mod cat;
 mod check;
 pub mod create;
+mod create_layers;
 mod diff;
 mod extract;
 mod info;

@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 #[allow(unused_imports)]
 pub use hoard_testdata::{image, images, images_with_manifest, shared, skipped, tree_with};
 
+pub mod oci;
+
 /// A `hoard` command.
 pub fn hoard() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hoard"))

@@ -391,6 +391,10 @@ pub fn encode_metadata(
             XATTRS_FIELD,
             opt(meta.xattrs.as_ref().map(crate::xattrs::to_frozen)),
         ),
+        (
+            crate::metadata::CONTAINER_CONFIG_FIELD,
+            opt(meta.container_config.clone().map(Frozen::Bytes)),
+        ),
     ]);
     if pack.plain {
         root.insert(10, strings(&meta.names));

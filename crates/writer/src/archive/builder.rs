@@ -404,6 +404,7 @@ impl<'a> Builder<'a> {
             tree,
             warnings: self.warnings,
             spool: self.spool.into_dir(),
+            container_config: None,
         }
     }
 }

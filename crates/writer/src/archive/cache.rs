@@ -3,9 +3,13 @@
 //! directory, then open that image. Later opens of the same archive find
 //! it at once.
 //!
+//! Container images (`oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`)
+//! are packed the same way, their layers applied ([`crate::oci`]).
+//!
 //! An image is named by a key of the archive's size, modification time,
 //! a hash of its first and last MiB and the level it was packed at, so an
-//! archive changed in place is packed anew. Images are built as any
+//! archive changed in place is packed anew; a container image's by the
+//! digest of its manifest (which names every byte of it) and the level. Images are built as any
 //! other ([`crate::output`]) and put in place when complete: a cache
 //! never holds half an image, and two packers of one archive race
 //! harmlessly.
@@ -122,12 +126,32 @@ impl Pack {
     }
 }
 
+/// The container image `path` names (`oci:…`, `docker-archive:…`), if
+/// it names one.
+fn container(path: &Path) -> Option<hoard_oci::Source> {
+    path.to_str().and_then(hoard_oci::Source::parse)
+}
+
 impl ArchiveImages for ArchiveCache {
     fn is_archive(&self, path: &Path) -> bool {
-        is_archive(path)
+        container(path).is_some() || is_archive(path)
     }
 
     fn image_for(&self, path: &Path) -> hoard_reader::Result<Option<PathBuf>> {
+        let cannot = |what: &str, e: Error| {
+            hoard_reader::Error::Io(format!("cannot {what} '{}': {e}", path.display()))
+        };
+        if let Some(source) = container(path) {
+            let pack = match self.lookup_container(&source) {
+                Ok(Cached::Ready(image)) => return Ok(Some(image)),
+                Ok(Cached::ToPack(pack)) => pack,
+                Err(e) => return Err(cannot("read container image", e)),
+            };
+            return self
+                .pack(pack)
+                .map(Some)
+                .map_err(|e| cannot("pack container image", e));
+        }
         if !may_be_archive(path) {
             return Ok(None);
         }
@@ -138,22 +162,49 @@ impl ArchiveImages for ArchiveCache {
             Ok(Cached::ToPack(pack)) if is_archive(path) => pack,
             _ => return Ok(None),
         };
-        match &self.runner {
-            Some(run) => run(pack),
-            None => pack.run(&Progress::default()).map(|(image, _)| image),
-        }
-        .map(Some)
-        .map_err(|e| {
-            hoard_reader::Error::Io(format!("cannot pack archive '{}': {e}", path.display()))
-        })
+        self.pack(pack)
+            .map(Some)
+            .map_err(|e| cannot("pack archive", e))
     }
 }
 
 impl ArchiveCache {
+    /// Runs `pack` as the cache says; returns the image's path.
+    fn pack(&self, pack: Box<Pack>) -> Result<PathBuf> {
+        match &self.runner {
+            Some(run) => run(pack),
+            None => pack.run(&Progress::default()).map(|(image, _)| image),
+        }
+    }
+
+    /// The image of the container image `source` in the cache, named by
+    /// its manifest's digest, or the build that makes it (from the
+    /// manifest of that digest, whatever a tag names by then).
+    fn lookup_container(&self, source: &hoard_oci::Source) -> Result<Cached> {
+        let oci = |e: hoard_oci::Error| Error::Input(e.to_string());
+        let opened = source.open().map_err(oci)?;
+        let image =
+            hoard_oci::Image::resolve(&*opened.store, &opened.reference, None).map_err(oci)?;
+        let key = format!(
+            "{}-{}.l{}",
+            image.manifest_digest.algorithm(),
+            image.manifest_digest.hex(),
+            self.level
+        );
+        let pinned = PathBuf::from(source.name_with(&image.manifest_digest.to_string()));
+        self.cached(&pinned, &key)
+    }
+
     /// The image of the archive at `archive` in the cache, or the build
     /// that makes it.
     fn lookup(&self, archive: &Path) -> Result<Cached> {
-        let image = self.dir.join(format!("{}.dwarfs", self.key(archive)?));
+        self.cached(archive, &self.key(archive)?)
+    }
+
+    /// The image of `archive` in the cache under `key`, or the build
+    /// that makes it.
+    fn cached(&self, archive: &Path, key: &str) -> Result<Cached> {
+        let image = self.dir.join(format!("{key}.dwarfs"));
         if image.is_file() {
             return Ok(Cached::Ready(image));
         }

@@ -64,31 +64,7 @@ fn read_member(reader: &mut ArchiveReader, b: &mut Builder<'_>) -> hoard_archive
         b.warn(format!("'{name}': {note}"));
     }
     let fail = |what: String| hoard_archive::Error::Member(format!("'{name}': {what}"));
-    let id =
-        |v: i64| u32::try_from(v).map_err(|_| fail(format!("owner or group id {v} out of range")));
-    let type_bits = match m.kind {
-        Kind::File => libc::S_IFREG,
-        Kind::Dir => libc::S_IFDIR,
-        Kind::Symlink(_) => libc::S_IFLNK,
-        Kind::CharDevice(_) => libc::S_IFCHR,
-        Kind::BlockDevice(_) => libc::S_IFBLK,
-        Kind::Fifo => libc::S_IFIFO,
-        Kind::Socket => libc::S_IFSOCK,
-    };
-    // Linux shows every symlink as 0777, whatever the archive says.
-    let perm = if type_bits == libc::S_IFLNK {
-        0o777
-    } else {
-        m.perm
-    };
-    let attrs = Attrs {
-        mode: type_bits | perm,
-        uid: id(m.uid)?,
-        gid: id(m.gid)?,
-        mtime: time(m.mtime),
-        atime: time(m.atime),
-        ctime: time(m.ctime),
-    };
+    let attrs = attrs_of(&m).map_err(fail)?;
     let kind = match (m.kind, m.hardlink) {
         (Kind::File, Some(first)) => {
             if m.size > 0 {
@@ -118,6 +94,34 @@ fn read_member(reader: &mut ArchiveReader, b: &mut Builder<'_>) -> hoard_archive
         other => hoard_archive::Error::Fatal(other.to_string()),
     })?;
     Ok(true)
+}
+
+/// The owner, mode and times of archive member `m`.
+pub(crate) fn attrs_of(m: &hoard_archive::Member) -> std::result::Result<Attrs, String> {
+    let id = |v: i64| u32::try_from(v).map_err(|_| format!("owner or group id {v} out of range"));
+    let type_bits = match m.kind {
+        Kind::File => libc::S_IFREG,
+        Kind::Dir => libc::S_IFDIR,
+        Kind::Symlink(_) => libc::S_IFLNK,
+        Kind::CharDevice(_) => libc::S_IFCHR,
+        Kind::BlockDevice(_) => libc::S_IFBLK,
+        Kind::Fifo => libc::S_IFIFO,
+        Kind::Socket => libc::S_IFSOCK,
+    };
+    // Linux shows every symlink as 0777, whatever the archive says.
+    let perm = if type_bits == libc::S_IFLNK {
+        0o777
+    } else {
+        m.perm
+    };
+    Ok(Attrs {
+        mode: type_bits | perm,
+        uid: id(m.uid)?,
+        gid: id(m.gid)?,
+        mtime: time(m.mtime),
+        atime: time(m.atime),
+        ctime: time(m.ctime),
+    })
 }
 
 /// The path of `name` inside the image: relative, `/`-separated, without

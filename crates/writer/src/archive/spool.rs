@@ -124,7 +124,7 @@ impl Spool {
     }
 
     /// Empties the spool file at `path` (contents no entry names any more).
-    pub(super) fn empty(path: &Path) {
+    pub(crate) fn empty(path: &Path) {
         // Only disk space is at stake: a failure changes nothing else.
         let _ = std::fs::File::create(path);
     }

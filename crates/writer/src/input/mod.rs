@@ -8,6 +8,8 @@
 //!   reads it;
 //! * the objects under an `s3://bucket/prefix/`: [`crate::objects`]
 //!   fetches them;
+//! * a container image (`oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`):
+//!   [`crate::oci`] applies its layers;
 //! * a stack of images: `stack` reads their merged tree;
 //! * images to merge: `parts` reads their trees side by side.
 //!
@@ -38,6 +40,8 @@ enum Kind<'a> {
     RemoteArchive(&'a str),
     /// Objects in S3, under a prefix.
     Objects(&'a Path),
+    /// A container image.
+    Container(hoard_oci::Source),
     /// A stack of images, bottom first.
     Stack(&'a [PathBuf]),
     /// Images to merge.
@@ -46,7 +50,7 @@ enum Kind<'a> {
 
 impl<'a> Kind<'a> {
     /// What `input` is. A path is told by its form, then by what is
-    /// there: a URL of one remote file is an archive (an `s3://` key is
+    /// there: a container image's name (`oci:`, `docker-archive:`), a URL of one remote file is an archive (an `s3://` key is
     /// asked for), any other `s3://` URL names objects, `-` is standard
     /// input, and anything but a directory is an archive file.
     fn of(input: &'a Input) -> Self {
@@ -55,7 +59,9 @@ impl<'a> Kind<'a> {
             Input::Parts(parts) => return Kind::Parts(parts),
             Input::Path(path) => path,
         };
-        if let Some(url) = remote_archive(path) {
+        if let Some(source) = path.to_str().and_then(hoard_oci::Source::parse) {
+            Kind::Container(source)
+        } else if let Some(url) = remote_archive(path) {
             Kind::RemoteArchive(url)
         } else if is_objects(path) {
             Kind::Objects(path)
@@ -98,6 +104,14 @@ pub fn scan(
             scan_archive(reader, scan, filter, progress)
         }
         Kind::Objects(path) => scan_objects(path, scan, filter, progress),
+        Kind::Container(source) => crate::oci::scan_source(
+            &source,
+            options.platform.as_ref(),
+            options.container_layers,
+            scan,
+            filter,
+            progress,
+        ),
         Kind::Stack(paths) => stack::scan_stack(paths, options, scan, progress),
         Kind::Parts(parts) => parts::scan_parts(parts, options, scan, progress),
     }

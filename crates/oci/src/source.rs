@@ -1,0 +1,132 @@
+//! The names of container images as `hoard create -i` and `hoard mount`
+//! take them, skopeo's way: `oci:LAYOUT[:TAG]` and
+//! `docker-archive:FILE[:REF]`. The path ends at the first `:` after the
+//! prefix, so it cannot hold one.
+
+use crate::docker_archive::DockerArchive;
+use crate::error::Result;
+use crate::layout::Layout;
+use crate::store::Store;
+use std::path::PathBuf;
+
+/// Where a container image is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// An OCI image layout directory, and the tag (or digest) of the
+    /// image in it; `None`: its only image.
+    Layout {
+        /// The directory.
+        dir: PathBuf,
+        /// The tag or digest.
+        tag: Option<String>,
+    },
+    /// A `docker save` archive, and the tag (or digest) of the image in
+    /// it; `None`: its only image.
+    DockerArchive {
+        /// The archive.
+        file: PathBuf,
+        /// The tag or digest.
+        reference: Option<String>,
+    },
+}
+
+/// A store opened, and the reference of the image in it.
+pub struct Opened {
+    /// The store.
+    pub store: Box<dyn Store + Send + Sync>,
+    /// The image's tag or digest in it.
+    pub reference: String,
+}
+
+impl Source {
+    /// The source `name` names, or `None` when it is no container image's
+    /// name (a plain path).
+    pub fn parse(name: &str) -> Option<Source> {
+        let split = |rest: &str| -> (PathBuf, Option<String>) {
+            match rest.split_once(':') {
+                Some((path, r)) if !r.is_empty() => (path.into(), Some(r.to_string())),
+                Some((path, _)) => (path.into(), None),
+                None => (rest.into(), None),
+            }
+        };
+        if let Some(rest) = name.strip_prefix("oci:") {
+            let (dir, tag) = split(rest);
+            return Some(Source::Layout { dir, tag });
+        }
+        if let Some(rest) = name.strip_prefix("docker-archive:") {
+            let (file, reference) = split(rest);
+            return Some(Source::DockerArchive { file, reference });
+        }
+        None
+    }
+
+    /// The name of the image `reference` (a tag or digest) names in the
+    /// same layout or archive.
+    pub fn name_with(&self, reference: &str) -> String {
+        match self {
+            Source::Layout { dir, .. } => format!("oci:{}:{reference}", dir.display()),
+            Source::DockerArchive { file, .. } => {
+                format!("docker-archive:{}:{reference}", file.display())
+            }
+        }
+    }
+
+    /// Opens the store and finds the image's reference.
+    pub fn open(&self) -> Result<Opened> {
+        match self {
+            Source::Layout { dir, tag } => {
+                let layout = Layout::open(dir)?;
+                let reference = match tag {
+                    Some(t) => t.clone(),
+                    None => layout.only_reference()?,
+                };
+                Ok(Opened {
+                    store: Box::new(layout),
+                    reference,
+                })
+            }
+            Source::DockerArchive { file, reference } => {
+                let archive = DockerArchive::open(file)?;
+                let reference = match reference {
+                    Some(r) => r.clone(),
+                    None => archive.only_reference()?,
+                };
+                Ok(Opened {
+                    store: Box::new(archive),
+                    reference,
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(Source::parse("/tmp/x"), None);
+        assert_eq!(
+            Source::parse("oci:/l:v1"),
+            Some(Source::Layout {
+                dir: "/l".into(),
+                tag: Some("v1".into())
+            })
+        );
+        assert_eq!(
+            Source::parse("docker-archive:a.tar:busybox:1"),
+            Some(Source::DockerArchive {
+                file: "a.tar".into(),
+                reference: Some("busybox:1".into())
+            })
+        );
+        assert_eq!(
+            Source::parse("oci:l"),
+            Some(Source::Layout {
+                dir: "l".into(),
+                tag: None
+            })
+        );
+    }
+}
