@@ -103,6 +103,38 @@ pub fn serve(
     ready: impl FnOnce(Mounted),
 ) -> Result<(), String> {
     check_mountpoint(mountpoint)?;
+    let (driver, mut config) = prepare(view, options)?;
+    config.mount_options = mount_options(fsname, options);
+    let (stats_view, perf) = (driver.view.clone(), driver.perf.clone());
+    let mut session = fuser::Session::new(driver, mountpoint, &config)
+        .map_err(|e| format!("cannot mount on '{}': {e}", mountpoint.display()))?;
+    let unmounter = session.unmount_callable();
+    run_session(session, (stats_view, perf), options, || {
+        ready(Mounted { unmounter })
+    })
+}
+
+/// Serves `view` over `fuse`, a `/dev/fuse` connection the caller has
+/// already mounted (as `fusermount3 -o auto_unmount` hands one back), and
+/// calls `ready` once the connection is set up. Serving ends when the
+/// kernel ends the connection: once the mount is gone and no file on it
+/// is still open. The caller unmounts; otherwise as [`serve`].
+pub fn serve_connection(
+    view: Arc<dyn View>,
+    fuse: std::os::fd::OwnedFd,
+    options: &MountOptions,
+    ready: impl FnOnce(),
+) -> Result<(), String> {
+    let (driver, config) = prepare(view, options)?;
+    let (stats_view, perf) = (driver.view.clone(), driver.perf.clone());
+    let session = fuser::Session::from_fd(driver, fuse, config.acl, config.clone())
+        .map_err(|e| format!("cannot serve the mount: {e}"))?;
+    run_session(session, (stats_view, perf), options, ready)
+}
+
+/// The driver over `view` and the session's configuration (without mount
+/// options), after the checks that can fail before mounting.
+fn prepare(view: Arc<dyn View>, options: &MountOptions) -> Result<(Driver, Config), String> {
     lock_memory(options.mlock)?;
     bound_malloc();
     let pool = rayon::ThreadPoolBuilder::new()
@@ -121,20 +153,18 @@ pub fn serve(
     start_tidying(&view, options);
     start_following(&view, options);
     let perf = Arc::new(PerfMon::parse(&options.perfmon)?);
-    let stats_view = view.clone();
     let driver = Driver {
         root: view.root(),
         view,
         options: options.clone(),
         pool,
-        perf: perf.clone(),
+        perf,
         no_open: false,
         file_lookups: AtomicU64::new(0),
         read_failures: Arc::default(),
         analysis,
     };
     let mut config = Config::default();
-    config.mount_options = mount_options(fsname, options);
     config.acl = if options.allow_other {
         SessionACL::All
     } else if options.allow_root {
@@ -144,13 +174,22 @@ pub fn serve(
     };
     config.n_threads = Some(options.workers);
     config.clone_fd = true;
-    let mut session = fuser::Session::new(driver, mountpoint, &config)
-        .map_err(|e| format!("cannot mount on '{}': {e}", mountpoint.display()))?;
+    Ok((driver, config))
+}
+
+/// Starts preloading, calls `ready`, and serves until the session ends;
+/// with perfmon, prints the latency report (of the driver's view and
+/// monitor, `watched`) then.
+fn run_session(
+    session: fuser::Session<Driver>,
+    watched: (Arc<dyn View>, Arc<PerfMon>),
+    options: &MountOptions,
+    ready: impl FnOnce(),
+) -> Result<(), String> {
+    let (stats_view, perf) = watched;
     // Stopped (and waited for) when serving ends.
     let _preloader = Preloader::start(stats_view.as_ref(), &options.preload);
-    ready(Mounted {
-        unmounter: session.unmount_callable(),
-    });
+    ready();
     let served = session.run().map_err(|e| e.to_string());
     if !options.perfmon.is_empty() {
         eprint!("{}", perf.report_with(remote_stats(stats_view.as_ref())));

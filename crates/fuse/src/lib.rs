@@ -26,4 +26,4 @@ pub mod options;
 pub mod perfmon;
 pub mod preload;
 
-pub use driver::{serve, Mounted};
+pub use driver::{serve, serve_connection, Mounted};

@@ -52,6 +52,13 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Pack a directory into an image.
     Create(Box<create::CreateArgs>),
+    /// Make a self-running bundle: one executable file, a runtime followed
+    /// by an image, that runs a program packed in the image.
+    ///
+    /// Running the bundle mounts its image privately with FUSE (or, where
+    /// FUSE is missing, extracts it to a temporary directory) and runs the
+    /// entry with the bundle's arguments; `BUNDLE --bundle-help` says more.
+    Bundle(Box<BundleArgs>),
     /// Recompress an image, or rebuild its metadata.
     Rewrite(create::RewriteArgs),
     /// Join images into one, copying their compressed blocks as they are.
@@ -93,6 +100,23 @@ pub enum Command {
     /// Check that an image is signed by a trusted key and that every byte
     /// is as signed.
     Verify(VerifyArgs),
+}
+
+/// `hoard bundle`.
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The program the bundle runs: a path inside the input (e.g.
+    /// `bin/app`), an executable file or a symlink.
+    #[arg(long, value_name = "REL_PATH")]
+    pub entry: PathBuf,
+    /// The runtime to put in front of the image (default: `hoard-runtime`
+    /// beside this program).
+    #[arg(long, value_name = "FILE")]
+    pub runtime: Option<PathBuf>,
+    /// The input (a directory, an archive, or an image, taken as it is)
+    /// and the bundle to write (`-o`), with the options of `hoard create`.
+    #[command(flatten)]
+    pub create: create::CreateArgs,
 }
 
 /// `hoard merge`.

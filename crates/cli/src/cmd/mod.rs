@@ -1,5 +1,6 @@
 //! The subcommands, one module each.
 
+mod bundle;
 mod cat;
 mod check;
 pub mod create;
@@ -42,6 +43,7 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
                 Some(what) => rewrite::run(&a.as_rewrite(what))?,
                 None => create::run(&a)?,
             },
+            Command::Bundle(a) => bundle::run(&a)?,
             Command::Rewrite(a) => rewrite::run(&a)?,
             Command::Merge(a) => merge::run(&a)?,
             Command::Check(a) => check::run(&a)?,

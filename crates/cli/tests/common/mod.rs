@@ -997,3 +997,59 @@ pub fn noise_tree(count: usize, name: impl Fn(usize) -> String) -> (tempfile::Te
     }
     (dir, tree)
 }
+
+/// Writes a bundle of `tree` running `entry` at `out` with `hoard bundle`
+/// (`-l1`) and the runtime built beside `hoard`.
+pub fn make_bundle(tree: &Path, entry: &str, out: &Path) -> PathBuf {
+    hoard_ok(&[
+        "bundle",
+        "-i",
+        s(tree),
+        "--entry",
+        entry,
+        "-o",
+        s(out),
+        "-l1",
+        "--log-level",
+        "error",
+        "--runtime",
+        env!("CARGO_BIN_EXE_hoard-runtime"),
+    ]);
+    out.to_path_buf()
+}
+
+/// Waits (up to 10 s) until `done` holds, asserting that it does then:
+/// for what another process finishes after the one the test waited for.
+pub fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < until,
+            "still not so after 10 s: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The mount points in this process's mount namespace under `dir`.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir = dir.to_str().unwrap();
+    table
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(dir))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Waits until nothing is mounted under `dir` and `dir` is empty: what a
+/// bundle's guardian leaves once its entry has exited.
+pub fn assert_cleaned_up(dir: &Path) {
+    eventually(&format!("no mount under {}", dir.display()), || {
+        mounts_under(dir).is_empty()
+    });
+    eventually(&format!("{} empty", dir.display()), || {
+        std::fs::read_dir(dir).unwrap().next().is_none()
+    });
+}
