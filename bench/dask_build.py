@@ -31,13 +31,15 @@ from dask.distributed import Client, LocalCluster
 
 
 def run(cmd):
-    """Runs `cmd`; returns (seconds, peak RSS in MiB of the child)."""
+    """Runs `cmd`; returns (seconds, CPU seconds, peak RSS in MiB of the
+    child)."""
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     if status != 0:
         raise SystemExit(f"{cmd[:2]} failed")
-    return time.monotonic() - start, usage.ru_maxrss / 1024
+    return (time.monotonic() - start, usage.ru_utime + usage.ru_stime,
+            usage.ru_maxrss / 1024)
 
 
 def tiny_files(root, count, per_dir=1000):
@@ -56,6 +58,12 @@ def show(row):
     print(row, flush=True)
 
 
+def cpu_seconds():
+    """The CPU time this process has used (user and system)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -69,13 +77,13 @@ def by_hand(a, work, by, shards):
         with open(listing, "wb") as f:
             f.write(b"".join(p + b"\n" for p in paths))
         part = os.path.join(work, f"part{i}.dwarfs")
-        t, m = run([a.hoard, "create", "-i", a.tree, "-o", part, "-l", str(a.level),
+        t, _, m = run([a.hoard, "create", "-i", a.tree, "-o", part, "-l", str(a.level),
                     "--input-list", listing, "--no-progress"])
         parts.append(part)
         t_parts += t
         m_parts = max(m_parts, m)
     merged = os.path.join(work, "merged.dwarfs")
-    t_merge, m_merge = run([a.hoard, "merge", "--union", *parts, "-o", merged,
+    t_merge, _, m_merge = run([a.hoard, "merge", "--union", *parts, "-o", merged,
                             "--no-progress"])
     return t_parts, t_merge, m_parts, m_merge, merged
 
@@ -104,14 +112,15 @@ def main():
             tiny_files(a.tree, a.files)
             print(f"made {a.files} files in {time.monotonic() - start:.0f} s")
         single = os.path.join(work, "single.dwarfs")
-        t_single, m_single = run([a.hoard, "create", "-i", a.tree, "-o", single,
-                                  "-l", str(a.level), "--no-progress", "--force"])
+        t_single, c_single, m_single = run([a.hoard, "create", "-i", a.tree, "-o", single,
+                                            "-l", str(a.level), "--no-progress", "--force"])
         size = os.path.getsize
         print(f"tree: {a.tree}, level {a.level}")
-        print("| build | shards | wall time | peak memory | image | vs single |")
-        print("|---|---|---|---|---|---|")
-        show(f"| one machine (`hoard create`) | | {t_single:.1f} s | {m_single:.0f} MiB "
-                f"| {size(single) / 2**20:.2f} MiB | 1.000x |")
+        print("| build | shards | wall time | CPU time | peak memory | image | vs single |")
+        print("|---|---|---|---|---|---|---|")
+        show(f"| one machine (`hoard create`) | | {t_single:.1f} s | {c_single:.1f} s "
+             f"| {m_single:.0f} MiB "
+             f"| {size(single) / 2**20:.2f} MiB | 1.000x |")
         with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0",
                           silence_logs=40) as cluster, Client(cluster) as client:
             for by in ways:
@@ -119,21 +128,25 @@ def main():
                     # Each build's own peak: fresh worker processes.
                     client.restart()
                     out = os.path.join(work, f"dask-{by}-{shards}.dwarfs")
-                    start = time.monotonic()
+                    before = client.run(cpu_seconds)
+                    start, c_self = time.monotonic(), cpu_seconds()
                     hoard.distributed.create(a.tree, out, client, shards=shards,
                                              level=a.level, by=by, force=True)
                     t = time.monotonic() - start
+                    # The workers' CPU time and this process's (the plan).
+                    c = cpu_seconds() - c_self + sum(
+                        v - before[w] for w, v in client.run(cpu_seconds).items())
                     m = sorted(client.run(peak_rss_mib).values())
                     show(f"| `hoard.distributed.create`, 2 workers | {shards}, by {by} "
-                                f"| {t:.1f} s | {' / '.join(f'{x:.0f}' for x in m)} MiB "
-                                f"(per worker) | {size(out) / 2**20:.2f} MiB "
-                                f"| {size(out) / size(single):.3f}x |")
+                         f"| {t:.1f} s | {c:.1f} s | {' / '.join(f'{x:.0f}' for x in m)} MiB "
+                         f"(per worker) | {size(out) / 2**20:.2f} MiB "
+                         f"| {size(out) / size(single):.3f}x |")
         if a.by_hand:
             t_parts, t_merge, m_parts, m_merge, merged = by_hand(a, work, ways[0], counts[-1])
             show(f"| shards one by one + `hoard merge` | {counts[-1]}, by {ways[0]} "
-                        f"| {t_parts:.1f} s + {t_merge:.2f} s merge "
-                        f"| {m_parts:.0f} MiB (largest shard), {m_merge:.0f} MiB (merge) "
-                        f"| {size(merged) / 2**20:.2f} MiB | {size(merged) / size(single):.3f}x |")
+                 f"| {t_parts:.1f} s + {t_merge:.2f} s merge | "
+                 f"| {m_parts:.0f} MiB (largest shard), {m_merge:.0f} MiB (merge) "
+                 f"| {size(merged) / 2**20:.2f} MiB | {size(merged) / size(single):.3f}x |")
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
