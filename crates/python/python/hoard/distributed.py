@@ -9,8 +9,9 @@
 :func:`create` walks the source tree once (on the calling machine), plans
 ``shards`` lists of paths of about equal size (bytes, plus a little for
 each entry, so that a shard of many small files is not larger than one of
-a few big ones; every name of a hard-linked file goes in one shard), and
-has each built into a part image by a Dask task with :func:`hoard.create`
+a few big ones; every name of a hard-linked file goes in one shard; the
+versions of a file across releases of a tree in one shard: see
+:func:`plan`), and has each built into a part image by a Dask task with :func:`hoard.create`
 (``input_list`` names the shard's paths), so that a worker's memory is
 bounded by its shard. A last task joins the parts with :func:`hoard.merge`
 (``union``: shards are disjoint but for the directories above their
