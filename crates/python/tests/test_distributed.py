@@ -2,9 +2,12 @@
 LocalCluster of two worker processes: a 200,000-file tree built in 8
 shards, one worker killed while it builds one, equals its source through
 a FUSE mount and passes DwarFS's ``dwarfsck --check-integrity``; a shard
-that fails for good fails the build with its error and leaves nothing."""
+that fails for good fails the build with its error and leaves nothing;
+releases of a tree sharded by similarity keep each file's versions in
+one shard, for an image a fraction of the one sharded by path."""
 
 import os
+import random
 import signal
 import subprocess
 import threading
@@ -69,6 +72,56 @@ def test_plan_balances_bytes_and_keeps_hard_links_together(tmp_path):
     assert any(b"f00" in paths and b"z-link" in paths for paths in lists)
     sizes = [len(paths) for paths in lists]
     assert max(sizes) - min(sizes) <= 2, sizes
+
+
+def releases(root, count=4, files=12):
+    """``count`` releases of a tree below ``root/project`` (a trunk the
+    plan looks below): ``files`` files of 20,000 incompressible bytes, each
+    a little changed from one release to the next, in ``src/`` and
+    ``doc/``."""
+    rng = random.Random(47)
+    contents = [bytearray(rng.randbytes(20_000)) for _ in range(files)]
+    for r in range(count):
+        for i, data in enumerate(contents):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+            path = root / "project" / f"v1.{r}" / ("src" if i % 2 else "doc") / f"f{i:02}.c"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+
+def test_plan_by_similarity_keeps_the_versions_of_a_file_together(tmp_path):
+    releases(tmp_path / "t")
+    lists = hoard.distributed.plan(tmp_path / "t", 3)
+    assert lists == hoard.distributed.plan(tmp_path / "t", 3)
+    assert len(lists) == 3
+    shard_of = {}
+    for shard, paths in enumerate(lists):
+        for path in paths:
+            parts = path.split(b"/")
+            if len(parts) == 4:  # project/v1.R/src/fNN.c
+                shard_of.setdefault(parts[2] + b"/" + parts[3], set()).add(shard)
+    assert len(shard_of) == 12
+    assert all(len(shards) == 1 for shards in shard_of.values()), shard_of
+    by_path = hoard.distributed.plan(tmp_path / "t", 3, by="path")
+    assert sorted(p for ps in by_path for p in ps) == sorted(p for ps in lists for p in ps)
+    with pytest.raises(ValueError, match="by must be one of"):
+        hoard.distributed.plan(tmp_path / "t", 3, by="size")
+
+
+def test_shards_by_similarity_make_a_smaller_image_equal_to_the_tree(tmp_path, client):
+    src = tmp_path / "src"
+    releases(src)
+    sizes = {}
+    for by in ("similarity", "path"):
+        out = tmp_path / f"{by}.dwarfs"
+        summary = hoard.distributed.create(src, out, client, shards=4, level=3, by=by)
+        assert len(summary["shards"]) == 4
+        with hoard.Image(out) as img:
+            assert image_contents(img) == tree_contents(src)
+        sizes[by] = os.path.getsize(out)
+    # By path, each release is a shard of its own and no shard finds what
+    # the releases share; by similarity, each file's versions are in one.
+    assert sizes["similarity"] * 2 < sizes["path"], sizes
 
 
 def test_merge_joins_images(tmp_path, tree):

@@ -327,6 +327,18 @@ impl Walker<'_> {
         dir_rel: &[u8],
         name: OsString,
     ) -> Option<Node> {
+        let mut rel = dir_rel.to_vec();
+        if !rel.is_empty() {
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(name.as_bytes());
+        // Before the stat: a shard's list names a small part of a tree
+        // whose directories it all visits.
+        if let Some(only) = &self.options.only {
+            if !only.contains(&rel) {
+                return None;
+            }
+        }
         let path = dir_path.join(&name);
         let meta = match Stat::at(dir.as_fd(), Path::new(&name), false) {
             Ok(m) => m,
@@ -342,16 +354,6 @@ impl Walker<'_> {
             || self.options.exclude.contains(&(meta.dev, meta.ino))
         {
             return None;
-        }
-        let mut rel = dir_rel.to_vec();
-        if !rel.is_empty() {
-            rel.push(b'/');
-        }
-        rel.extend_from_slice(name.as_bytes());
-        if let Some(only) = &self.options.only {
-            if !only.contains(&rel) {
-                return None;
-            }
         }
         if let Some(f) = self.filter {
             if !f.includes(&rel, meta.is_dir()) {

@@ -9,8 +9,9 @@
 :func:`create` walks the source tree once (on the calling machine), plans
 ``shards`` lists of paths of about equal size (bytes, plus a little for
 each entry, so that a shard of many small files is not larger than one of
-a few big ones; every name of a hard-linked file goes in one shard), and
-has each built into a part image by a Dask task with :func:`hoard.create`
+a few big ones; every name of a hard-linked file goes in one shard; the
+versions of a file across releases of a tree in one shard: see
+:func:`plan`), and has each built into a part image by a Dask task with :func:`hoard.create`
 (``input_list`` names the shard's paths), so that a worker's memory is
 bounded by its shard. A last task joins the parts with :func:`hoard.merge`
 (``union``: shards are disjoint but for the directories above their
@@ -34,6 +35,7 @@ and no output is written (the merge writes it to a temporary file and
 renames it into place when complete).
 """
 
+import itertools
 import os
 import shutil
 import stat
@@ -109,27 +111,96 @@ def _entries(source):
     return entries, total
 
 
-def plan(source, shards):
+def _trunk_len(paths):
+    """The length of the directories every path of ``paths`` (those of
+    the files with data) starts with, with the slash after them (``usr/``
+    for ``usr/bin/...``, ``usr/lib/...``): 0 when the paths branch at the
+    top."""
+    trunk = None
+    for path in paths:
+        if trunk is None:
+            trunk = path[:path.rfind(b"/") + 1]
+        elif not path.startswith(trunk):
+            common = os.path.commonprefix([trunk, path])
+            trunk = common[:common.rfind(b"/") + 1]
+        if not trunk:
+            return 0
+    return len(trunk or b"")
+
+
+def _similarity_key(path, trunk):
+    """Where ``path`` sorts when similar files are put side by side: by
+    the extension of its name, then by its path below the top directory
+    (below the trunk), then by that top directory, so that the same file
+    of many releases or snapshots of a tree (``2.0/src/a.c``,
+    ``2.1/src/a.c``) sort together. One bytes string: ``/`` becomes NUL
+    so that paths compare component by component."""
+    path = path[trunk:]
+    name = path[path.rfind(b"/") + 1:]
+    dot = name.rfind(b".")
+    extension = name[dot + 1:] if dot > 0 else b""
+    top, slash, below = path.partition(b"/")
+    if not slash:
+        top, below = b"", path
+    return extension + b"\0" + below.replace(b"/", b"\0") + b"\0\0" + top
+
+
+def _unit_of(key):
+    """The part of a similarity key the versions of one file share (all
+    but the top directory)."""
+    return key[:key.index(b"\0\0")]
+
+
+BY = ("similarity", "path")
+
+
+def plan(source, shards, by="similarity"):
     """The paths (bytes, relative to ``source``) of each of at most
     ``shards`` shards of the tree at ``source`` (a directory, or an
-    ``s3://bucket/prefix/`` whose keys are the paths), in path order, of
-    about equal weight (bytes of regular files, plus ``ENTRY_WEIGHT`` an
-    entry); all names of a hard-linked file are in the shard of its
-    first. Empty shards are left out."""
+    ``s3://bucket/prefix/`` whose keys are the paths), of about equal
+    weight (bytes of regular files, plus ``ENTRY_WEIGHT`` an entry); all
+    names of a hard-linked file are in the shard of its first. Empty
+    shards are left out.
+
+    ``by="similarity"`` (the default) cuts the tree in the order that puts
+    similar files side by side: by extension, then by the path below the
+    top directory, then by top directory, so that the versions of one
+    file in many releases or snapshots of a tree (``2.0/src/a.c``,
+    ``2.1/src/a.c``, ...; the directories every path starts with
+    ignored) are in one shard, where its build's segmenter and compressor
+    find what they share; a cut never falls between them. ``by="path"``
+    cuts the tree in path order (each shard a stretch of the tree). The
+    plan depends only on the paths and sizes, not on the cluster."""
     if shards < 1:
         raise ValueError(f"shards must be at least 1, not {shards}")
+    if by not in BY:
+        raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
     entries, total = _entries(os.fsdecode(os.fspath(source)))
     lists = [[] for _ in range(shards)]
     shard_of_link = {}
     done = 0
-    for path, weight, link in entries:
+    for unit in _units(entries, by):
+        weight = sum(w for _, w, _ in unit)
         # The shard its middle falls in.
         shard = min(shards - 1, (done + weight // 2) * shards // max(total, 1))
-        if link is not None:
-            shard = shard_of_link.setdefault(link, shard)
-        lists[shard].append(path)
+        for path, _, link in unit:
+            lists[shard if link is None else shard_of_link.setdefault(link, shard)].append(path)
         done += weight
     return [paths for paths in lists if paths] or [[]]
+
+
+def _units(entries, by):
+    """The entries (path, weight, hard link) in the order ``by`` cuts
+    them, in units no cut falls in: for ``similarity``, the versions of
+    one file (paths of one similarity key but for the top directory)."""
+    if by == "path":
+        for entry in entries:
+            yield [entry]
+        return
+    trunk = _trunk_len(path for path, weight, _ in entries if weight != ENTRY_WEIGHT)
+    keyed = sorted((_similarity_key(entry[0], trunk), entry) for entry in entries)
+    for _, unit in itertools.groupby(keyed, key=lambda k: _unit_of(k[0])):
+        yield [entry for _, entry in unit]
 
 
 def _build_shard(source, part, paths_file, level, options):
@@ -151,7 +222,7 @@ def _merge_parts(parts, output, level, force, output_options, *_shard_summaries)
 
 
 def create(source, output, client, shards=None, level=7, retries=2,
-           parts_dir=None, progress=None, force=False, **options):
+           parts_dir=None, progress=None, force=False, by="similarity", **options):
     """Builds the image ``output`` (a path, or an ``s3://bucket/key`` URL)
     of the directory ``source`` (or the objects under an
     ``s3://bucket/prefix/``) on the Dask cluster of ``client`` (a ``dask.distributed.Client``), in ``shards``
@@ -173,7 +244,10 @@ def create(source, output, client, shards=None, level=7, retries=2,
     Dask runs a failing task again. The parts are written to a new
     directory in ``parts_dir`` (default: beside ``output``), removed at
     the end. ``progress``, if given, is called on this machine with
-    ``(tasks_done, tasks)`` as tasks finish.
+    ``(tasks_done, tasks)`` as tasks finish. ``by`` is how the tree is cut
+    into shards (see :func:`plan`): ``similarity`` puts the versions of a
+    file together, which on many releases of a tree makes the image about
+    the size of one machine's; ``path`` cuts it in path order.
     """
     if "input_list" in options:
         raise TypeError("create() plans the shards itself: input_list is not an option")
@@ -203,7 +277,7 @@ def create(source, output, client, shards=None, level=7, retries=2,
             raise FileExistsError(f"{output}: exists (force=True overwrites it)")
     if shards is None:
         shards = 2 * max(1, sum(client.nthreads().values()))
-    lists = plan(source, shards)
+    lists = plan(source, shards, by)
     where = parts_dir if parts_dir is not None else os.path.dirname(output)
     work = tempfile.mkdtemp(prefix=".hoard-parts-", dir=where)
     token = uuid.uuid4().hex[:12]

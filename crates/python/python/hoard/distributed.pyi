@@ -1,12 +1,14 @@
 """Type stubs for hoard.distributed: build one image on a Dask cluster."""
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import StrPath
 
 ENTRY_WEIGHT: int
 
-def plan(source: StrPath, shards: int) -> List[List[bytes]]: ...
+BY: Tuple[str, ...]
+
+def plan(source: StrPath, shards: int, by: str = "similarity") -> List[List[bytes]]: ...
 def create(
     source: StrPath,
     output: StrPath,
@@ -17,5 +19,6 @@ def create(
     parts_dir: Optional[StrPath] = None,
     progress: Optional[Callable[[int, int], None]] = None,
     force: bool = False,
+    by: str = "similarity",
     **options: Any,
 ) -> Dict[str, Any]: ...
