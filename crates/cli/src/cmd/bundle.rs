@@ -22,11 +22,14 @@ const RUNTIME: &str = "hoard-runtime";
 /// with entries left out, as `hoard create`).
 pub fn run(args: &BundleArgs) -> Result<u8> {
     let c = &args.create;
-    if c.recompress.is_some() || !c.base.is_empty() {
-        bail!("bundle takes neither --recompress nor --base: the runtime runs one whole image");
+    if c.recompress.is_some() || !c.base.is_empty() || c.layers.is_some() {
+        bail!("bundle takes no --recompress, --base or --layers: the runtime runs one whole image");
     }
-    if c.output.exists() && !c.force {
-        bail!("'{}' exists (--force to overwrite it)", c.output.display());
+    let Some(output) = c.output.clone() else {
+        bail!("bundle needs -o APP: the file to write");
+    };
+    if output.exists() && !c.force {
+        bail!("'{}' exists (--force to overwrite it)", output.display());
     }
     let runtime_path = match &args.runtime {
         Some(path) => path.clone(),
@@ -34,7 +37,7 @@ pub fn run(args: &BundleArgs) -> Result<u8> {
     };
     let runtime = read_runtime(&runtime_path)?;
     let note = Note::new(runtime.len() as u64, &args.entry).map_err(anyhow::Error::msg)?;
-    let parent = match c.output.parent() {
+    let parent = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
@@ -46,9 +49,10 @@ pub fn run(args: &BundleArgs) -> Result<u8> {
         (c.input.clone(), 0)
     } else {
         let mut build = c.clone();
-        build.output = work.path().join("image.dwarfs");
+        let built = work.path().join("image.dwarfs");
+        build.output = Some(built.clone());
         let code = create::run(&build)?;
-        (build.output, code)
+        (built, code)
     };
     check_entry(&image, &args.entry)?;
     let mut out = tempfile::NamedTempFile::new_in(&parent)?;
@@ -61,8 +65,8 @@ pub fn run(args: &BundleArgs) -> Result<u8> {
     if c.fsync {
         out.as_file().sync_all()?;
     }
-    out.persist(&c.output)
-        .with_context(|| format!("cannot write '{}'", c.output.display()))?;
+    out.persist(&output)
+        .with_context(|| format!("cannot write '{}'", output.display()))?;
     Ok(code)
 }
 
