@@ -41,6 +41,11 @@ command -v ssh-keygen >/dev/null || need+=(openssh-client)
 # The encryption tests make keys with age-keygen and open the wrapped key
 # with age.
 command -v age-keygen >/dev/null || need+=(age)
+# The container and registry tests run the CNCF distribution registry and
+# make and copy OCI images with umoci and skopeo.
+[ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+command -v skopeo >/dev/null || need+=(skopeo)
+command -v umoci >/dev/null || need+=(umoci)
 # From PyPI when missing (Debian's python3 needs pip and, being externally
 # managed, the override): the Python package's build and tests
 # (crates/python): maturin, pytest, fsspec, pandas; the remote-image tests

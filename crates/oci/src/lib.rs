@@ -9,6 +9,7 @@
 
 pub mod digest;
 pub mod error;
+pub mod registry;
 pub mod store;
 
 pub use digest::{Digest, VerifyingReader};
