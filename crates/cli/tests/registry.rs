@@ -37,7 +37,9 @@ fn push(image: &Path, url: &str) -> serde_json::Value {
 /// A small tree: noise files, a text file, a symlink, a subdirectory;
 /// and an image of it (64 KiB blocks), with `extra` options.
 fn tree_and_image(extra: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let (dir, tree) = noise_tree(12, |i| format!("{}f{i:02}", if i % 4 == 0 { "sub/" } else { "" }));
+    let (dir, tree) = noise_tree(12, |i| {
+        format!("{}f{i:02}", if i % 4 == 0 { "sub/" } else { "" })
+    });
     std::fs::write(tree.join("notes.txt"), b"pushed notes\n").unwrap();
     std::os::unix::fs::symlink("notes.txt", tree.join("link")).unwrap();
     let image = dir.path().join("image.dwarfs");
@@ -68,8 +70,14 @@ fn push_then_read_lazily_as_the_image() {
 
     // ls, cat and info read it by ranges; so does a digest reference.
     let listed = ok(&hoard_remote(&["ls", &url]), "ls");
-    assert_eq!(listed, ok(&hoard_remote(&["ls", s(&image)]), "ls of the file"));
-    let by_digest = registry.url(&format!("hoard/small@{}", pushed["digest"].as_str().unwrap()));
+    assert_eq!(
+        listed,
+        ok(&hoard_remote(&["ls", s(&image)]), "ls of the file")
+    );
+    let by_digest = registry.url(&format!(
+        "hoard/small@{}",
+        pushed["digest"].as_str().unwrap()
+    ));
     let notes = hoard_remote(&["cat", &by_digest, "notes.txt"]);
     assert_eq!(ok(&notes, "cat"), "pushed notes\n");
     ok(&hoard_remote(&["info", &url]), "info");
@@ -99,7 +107,11 @@ fn signed_push_reads_verified_and_refuses_a_tampered_blob() {
     let said = ok(&run(&["keygen", "-o", s(&keys), "-C", "tests"]), "keygen");
     let key = dir.path().join("key.key");
     let public = dir.path().join("key.pub");
-    let image = create_image(&tree, &dir.path().join("signed.dwarfs"), &["-S", "16", "-l1", "--sign", s(&key)]);
+    let image = create_image(
+        &tree,
+        &dir.path().join("signed.dwarfs"),
+        &["-S", "16", "-l1", "--sign", s(&key)],
+    );
     let url = registry.url("hoard/signed:v1");
     let pushed = push(&image, &url);
     let signer = pushed["signer"].as_str().expect("the signer is named");
@@ -118,7 +130,14 @@ fn signed_push_reads_verified_and_refuses_a_tampered_blob() {
     let file = registry.blob_file(pushed["blob"].as_str().unwrap());
     let changed = tampered(&image, &dir.path().join("t.dwarfs"), SectionType::BLOCK, 1);
     std::fs::copy(&changed, &file).unwrap();
-    let tampered = hoard_remote(&["extract", "--trust", s(&public), &url, "-o", s(&dir.path().join("bad"))]);
+    let tampered = hoard_remote(&[
+        "extract",
+        "--trust",
+        s(&public),
+        &url,
+        "-o",
+        s(&dir.path().join("bad")),
+    ]);
     let err = refused(&tampered, "extract --trust of a tampered blob");
     assert!(err.contains("does not match the image signature"), "{err}");
     eprintln!("note: tampered blob: {err}");
@@ -138,7 +157,10 @@ fn one_small_file_of_a_large_pushed_image_transfers_little() {
     std::fs::write(tree.join("small.txt"), b"one small file\n").unwrap();
     let image = create_image(&tree, &dir.path().join("big.dwarfs"), &["-S", "20", "-l1"]);
     let size = std::fs::metadata(&image).unwrap().len();
-    assert!(size > 100 << 20, "the image is {size} bytes, not incompressible");
+    assert!(
+        size > 100 << 20,
+        "the image is {size} bytes, not incompressible"
+    );
     push(&image, &registry.url("hoard/big:v1"));
 
     let proxy = CountingProxy::start(registry.port);
@@ -162,11 +184,23 @@ fn umoci_layout(dir: &Path) -> Option<PathBuf> {
     let layout = dir.join("layout");
     let bundle = dir.join("bundle");
     let layout_tag = format!("{}:t", layout.display());
-    output_ok(Command::new("umoci").args(["init", "--layout"]).arg(&layout));
+    output_ok(
+        Command::new("umoci")
+            .args(["init", "--layout"])
+            .arg(&layout),
+    );
     output_ok(Command::new("umoci").args(["new", "--image", &layout_tag]));
-    output_ok(Command::new("umoci").args(["unpack", "--rootless", "--image", &layout_tag]).arg(&bundle));
+    output_ok(
+        Command::new("umoci")
+            .args(["unpack", "--rootless", "--image", &layout_tag])
+            .arg(&bundle),
+    );
     std::fs::write(bundle.join("rootfs/hello.txt"), b"hello from a layer\n").unwrap();
-    output_ok(Command::new("umoci").args(["repack", "--image", &layout_tag]).arg(&bundle));
+    output_ok(
+        Command::new("umoci")
+            .args(["repack", "--image", &layout_tag])
+            .arg(&bundle),
+    );
     Some(layout)
 }
 
@@ -210,7 +244,11 @@ fn a_container_image_pushed_by_skopeo_reads_as_a_store() {
         let digest = Digest::parse(d["digest"].as_str().unwrap()).unwrap();
         let size = d["size"].as_u64().unwrap();
         let mut bytes = Vec::new();
-        store.blob(&digest, size).unwrap().read_to_end(&mut bytes).unwrap();
+        store
+            .blob(&digest, size)
+            .unwrap()
+            .read_to_end(&mut bytes)
+            .unwrap();
         assert_eq!(bytes.len() as u64, size);
         // A wrong size is refused, never handed out as the blob.
         let mut short = Vec::new();
@@ -236,10 +274,16 @@ fn registry_failures_are_one_line_errors() {
         return;
     };
     // No such repository or tag: 404.
-    let err = refused(&hoard_remote(&["ls", &registry.url("no/such:tag")]), "ls of a missing image");
+    let err = refused(
+        &hoard_remote(&["ls", &registry.url("no/such:tag")]),
+        "ls of a missing image",
+    );
     assert!(err.contains("404"), "{err}");
     // Bad names.
-    refused(&hoard_remote(&["ls", "docker://127.0.0.1/UPPER:x"]), "ls of a bad name");
+    refused(
+        &hoard_remote(&["ls", "docker://127.0.0.1/UPPER:x"]),
+        "ls of a bad name",
+    );
     // Plain HTTP is refused for a host that is not loopback (nothing
     // listens on this TEST-NET address; the refusal comes first or the
     // connection fails: either way one line).

@@ -134,7 +134,8 @@ fn options(auth: Auth) -> Options {
     }
 }
 
-const MANIFEST: &[u8] = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","layers":[]}"#;
+const MANIFEST: &[u8] =
+    br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","layers":[]}"#;
 
 fn manifest_answer() -> Answer {
     Some((
@@ -172,7 +173,10 @@ fn bearer_tokens_are_fetched_with_the_credentials() {
 
     let anonymous = Registry::open(&url, &options(Auth::Anonymous)).unwrap();
     let err = error_of(anonymous.manifest("t")).to_string();
-    assert!(err.contains("401") && err.contains("HOARD_REGISTRY_USER"), "{err}");
+    assert!(
+        err.contains("401") && err.contains("HOARD_REGISTRY_USER"),
+        "{err}"
+    );
 
     let wrong = Credentials::new("u", "wrong");
     let refused = Registry::open(&url, &options(Auth::Credentials(wrong))).unwrap();
@@ -236,8 +240,21 @@ fn a_hanging_registry_times_out() {
     let registry = Registry::open(&fake.url("r:t"), &o).unwrap();
     let start = Instant::now();
     let err = error_of(registry.manifest("t"));
-    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
-    assert!(matches!(err, Error::Registry { transient: true, .. }), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        matches!(
+            err,
+            Error::Registry {
+                transient: true,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -92,10 +92,7 @@ impl Backend for RegistryImage {
 
     fn get(&self, range: Range<u64>, _etag: Option<&str>) -> Result<Fetched, FetchError> {
         let (digest, _) = self.blob()?;
-        let bytes = self
-            .registry
-            .blob_range(digest, range)
-            .map_err(failed)?;
+        let bytes = self.registry.blob_range(digest, range).map_err(failed)?;
         // The blob is named by its content: the answer is of the image
         // identified, whatever the server's own ETag.
         Ok(Fetched {

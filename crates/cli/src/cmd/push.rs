@@ -40,8 +40,10 @@ pub fn run(args: &PushArgs) -> Result<u8> {
     let bar = ProgressBar::with_draw_target(Some(size), ProgressDrawTarget::stderr_with_hz(5));
     if !args.quiet {
         bar.set_style(
-            ProgressStyle::with_template("{prefix} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_prefix("pushing");
     } else {
@@ -53,7 +55,12 @@ pub fn run(args: &PushArgs) -> Result<u8> {
     bar.finish_and_clear();
     let config = Digest::sha256_of(artifact::EMPTY_CONFIG);
     let empty = || Ok(Box::new(artifact::EMPTY_CONFIG) as Box<dyn Read + Send>);
-    registry.push_blob(&config, artifact::EMPTY_CONFIG.len() as u64, &empty, &|_| {})?;
+    registry.push_blob(
+        &config,
+        artifact::EMPTY_CONFIG.len() as u64,
+        &empty,
+        &|_| {},
+    )?;
     let image = artifact::HoardImage {
         digest: digest.clone(),
         size,
@@ -77,7 +84,9 @@ pub fn run(args: &PushArgs) -> Result<u8> {
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        let signed = signer.map(|s| format!(", signed by {s}")).unwrap_or_default();
+        let signed = signer
+            .map(|s| format!(", signed by {s}"))
+            .unwrap_or_default();
         println!(
             "{name}: pushed to {destination} ({pushed}, {}{signed})",
             super::progress::human_bytes(size)
@@ -129,7 +138,11 @@ fn sha256_of(path: &Path) -> std::io::Result<(Digest, u64)> {
         hasher.update(&buf[..n]);
         size += n as u64;
     }
-    let hex: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let digest = Digest::parse(&format!("sha256:{hex}")).map_err(std::io::Error::other)?;
     Ok((digest, size))
 }

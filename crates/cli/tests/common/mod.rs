@@ -1113,7 +1113,8 @@ impl CountingProxy {
                     continue;
                 };
                 let counter = counter.clone();
-                let (mut c_read, mut s_write) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (mut c_read, mut s_write) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
                 std::thread::spawn(move || {
                     let _ = std::io::copy(&mut c_read, &mut s_write);
                     let _ = s_write.shutdown(std::net::Shutdown::Write);

@@ -128,7 +128,8 @@ fn from_auth_file(path: &Path, host: &str) -> Result<Option<Credentials>> {
     let Some(encoded) = entry.and_then(|e| e.get("auth")).and_then(|a| a.as_str()) else {
         return Ok(None);
     };
-    let decoded = Base64::decode_vec(encoded.trim()).map_err(|_| bad("an auth entry is not Base64"))?;
+    let decoded =
+        Base64::decode_vec(encoded.trim()).map_err(|_| bad("an auth entry is not Base64"))?;
     let pair = String::from_utf8(decoded).map_err(|_| bad("an auth entry is not UTF-8"))?;
     let (user, password) = pair
         .split_once(':')
@@ -203,7 +204,11 @@ fn parse_params(mut rest: &str) -> Option<Vec<(String, String)>> {
         }
         let (key, after) = rest.split_once('=')?;
         let key = key.trim();
-        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || "-_".contains(c)) {
+        if key.is_empty()
+            || !key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
+        {
             return None;
         }
         let after = after.trim_start();

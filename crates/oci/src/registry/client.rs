@@ -127,20 +127,18 @@ impl Client {
             let url = format!("{scheme}://{}", self.host);
             match self.agent.get(&format!("{url}/v2/")).call() {
                 Ok(_) | Err(ureq::Error::Status(..)) => Ok(url),
-                Err(ureq::Error::Transport(t)) => Err(t),
+                Err(ureq::Error::Transport(t)) => Err(transport_text(&t)),
             }
         };
         let found = match answers("https") {
             Ok(url) => url,
-            Err(_) if self.plain_allowed(None) => answers("http").map_err(|t| {
-                failure(format!("registry {}: {}", self.host, transport_text(&t)), true)
-            })?,
+            Err(_) if self.plain_allowed(None) => answers("http")
+                .map_err(|t| failure(format!("registry {}: {t}", self.host), true))?,
             Err(t) => {
                 return Err(failure(
                     format!(
-                        "registry {}: {} (plain HTTP is used only for loopback hosts or with --tls-verify=false)",
-                        self.host,
-                        transport_text(&t)
+                        "registry {}: {t} (plain HTTP is used only for loopback hosts or with --tls-verify=false)",
+                        self.host
                     ),
                     true,
                 ))
@@ -211,9 +209,9 @@ impl Client {
             }
             let result = match (bytes, stream.take()) {
                 (Some(b), _) => request.send_bytes(b),
-                (None, Some((reader, len))) => request
-                    .set("Content-Length", &len.to_string())
-                    .send(reader),
+                (None, Some((reader, len))) => {
+                    request.set("Content-Length", &len.to_string()).send(reader)
+                }
                 (None, None) if streamed => {
                     return Err(failure(format!("{what}: the upload was refused"), false))
                 }
@@ -228,7 +226,12 @@ impl Client {
                 }
                 Err(ureq::Error::Status(code, response)) => {
                     if !(retry && retryable(code)) {
-                        return Err(status_error(code, response, what, self.credentials.is_some()));
+                        return Err(status_error(
+                            code,
+                            response,
+                            what,
+                            self.credentials.is_some(),
+                        ));
                     }
                     self.pause(&mut attempt);
                 }
@@ -324,8 +327,12 @@ impl Client {
             }
         };
         let body = read_bounded(response, MAX_TOKEN_BODY, "token server answer")?;
-        let parsed: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|_| failure(format!("{what}: the token server's answer is not JSON"), false))?;
+        let parsed: serde_json::Value = serde_json::from_slice(&body).map_err(|_| {
+            failure(
+                format!("{what}: the token server's answer is not JSON"),
+                false,
+            )
+        })?;
         ["token", "access_token"]
             .iter()
             .find_map(|k| parsed.get(k).and_then(|t| t.as_str()))
@@ -390,7 +397,12 @@ fn status_error(code: u16, response: ureq::Response, what: &str, had_credentials
             let message = first.get("message").and_then(|m| m.as_str()).unwrap_or("");
             Some(format!(" ({code}: {message})"))
         })
-        .map(|d| d.chars().take(200).filter(|c| !c.is_control()).collect::<String>())
+        .map(|d| {
+            d.chars()
+                .take(200)
+                .filter(|c| !c.is_control())
+                .collect::<String>()
+        })
         .unwrap_or_default();
     if code == 404 {
         return Error::NotFound(format!("{what}: {status}{detail}"));

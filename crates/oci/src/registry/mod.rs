@@ -94,13 +94,9 @@ impl Registry {
         }
         let header = format!("bytes={}-{}", range.start, range.end - 1);
         let url = self.url(&format!("blobs/{digest}"))?;
-        let response = self.client.send(
-            "GET",
-            &url,
-            &[("Range", &header)],
-            Body::Empty,
-            &what,
-        )?;
+        let response = self
+            .client
+            .send("GET", &url, &[("Range", &header)], Body::Empty, &what)?;
         let starts_right = response
             .header("content-range")
             .and_then(|c| c.strip_prefix("bytes "))
@@ -108,7 +104,10 @@ impl Registry {
             .is_some_and(|(start, _)| start.trim() == range.start.to_string());
         if response.status() != 206 || !starts_right {
             return Err(failure(
-                format!("{what}: the registry does not serve byte ranges (HTTP {})", response.status()),
+                format!(
+                    "{what}: the registry does not serve byte ranges (HTTP {})",
+                    response.status()
+                ),
                 false,
             ));
         }
@@ -131,7 +130,10 @@ impl Registry {
 impl Store for Registry {
     fn manifest(&self, reference: &str) -> Result<Fetched> {
         let what = format!("{}: manifest {reference}", self.image);
-        let asked = reference.contains(':').then(|| Digest::parse(reference)).transpose()?;
+        let asked = reference
+            .contains(':')
+            .then(|| Digest::parse(reference))
+            .transpose()?;
         let url = self.url(&format!("manifests/{reference}"))?;
         let response = self.client.send(
             "GET",

@@ -57,12 +57,19 @@ impl Registry {
     ) -> Result<()> {
         let what = format!("{}: uploading blob {digest}", self.image);
         let start = self.url("blobs/uploads/")?;
-        let session = self
-            .client
-            .send("POST", &start, &[("Content-Length", "0")], Body::Bytes(b""), &what)?;
-        let location = session
-            .header("location")
-            .ok_or_else(|| failure(format!("{what}: the registry gave no upload location"), false))?;
+        let session = self.client.send(
+            "POST",
+            &start,
+            &[("Content-Length", "0")],
+            Body::Bytes(b""),
+            &what,
+        )?;
+        let location = session.header("location").ok_or_else(|| {
+            failure(
+                format!("{what}: the registry gave no upload location"),
+                false,
+            )
+        })?;
         let location = self.client.resolve(location, &what)?;
         let separator = if location.contains('?') { '&' } else { '?' };
         let url = format!(
@@ -101,7 +108,10 @@ impl Registry {
         if let Some(named) = response.header("docker-content-digest") {
             if named.trim() != digest.to_string() {
                 return Err(failure(
-                    format!("{what}: the registry stored it as {}, not {digest}", named.trim()),
+                    format!(
+                        "{what}: the registry stored it as {}, not {digest}",
+                        named.trim()
+                    ),
                     false,
                 ));
             }

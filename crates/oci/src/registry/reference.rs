@@ -53,11 +53,9 @@ impl ImageRef {
     /// Parses `docker://HOST[:PORT]/REPO[:TAG|@DIGEST]` (the tag defaults
     /// to `latest`).
     pub fn parse(url: &str) -> Result<ImageRef> {
-        let bad = |why: &str| {
-            Error::Invalid {
-                what: "registry reference",
-                why: format!("{why} in {:?}", shown(url)),
-            }
+        let bad = |why: &str| Error::Invalid {
+            what: "registry reference",
+            why: format!("{why} in {:?}", shown(url)),
         };
         let rest = url
             .strip_prefix(SCHEME)
@@ -230,7 +228,9 @@ mod tests {
         let r = ImageRef::parse("docker://[::1]:80/x").unwrap();
         assert_eq!(r.target, Target::Tag("latest".into()));
         assert!(r.is_loopback());
-        assert!(ImageRef::parse("docker://localhost/a__b.c/d").unwrap().is_loopback());
+        assert!(ImageRef::parse("docker://localhost/a__b.c/d")
+            .unwrap()
+            .is_loopback());
     }
 
     #[test]
