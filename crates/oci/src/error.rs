@@ -38,6 +38,14 @@ pub enum Error {
     /// The store has no manifest or blob of that name.
     #[error("not found: {0}")]
     NotFound(String),
+    /// A registry refused a request, or could not be reached.
+    #[error("{message}")]
+    Registry {
+        /// One line, without credentials.
+        message: String,
+        /// Whether trying again may help (timeouts, resets, 5xx, throttling).
+        transient: bool,
+    },
 }
 
 /// The result of reading OCI images.

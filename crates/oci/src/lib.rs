@@ -16,6 +16,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod image;
 pub mod layout;
+pub mod registry;
 pub mod source;
 pub mod spec;
 pub mod store;

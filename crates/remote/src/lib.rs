@@ -10,12 +10,14 @@
 //! ```
 //!
 //! [`install`] makes every open of an image by name in this process take
-//! URLs (`http://`, `https://`, `s3://bucket/key`) besides paths: the
+//! URLs (`http://`, `https://`, `s3://bucket/key`, `docker://host/repo:tag`)
+//! besides paths: the
 //! reader gets a [`hoard_reader::source::Source::Remote`] that fetches byte
 //! ranges as they are read.
 //!
 //! * [`backend`] — the two requests a server must answer (identity, byte
-//!   range); [`http`] (ureq) and [`s3`] (object_store) answer them.
+//!   range); [`http`] (ureq), [`s3`] (object_store) and [`registry`] (a
+//!   hoard image pushed to an OCI registry, through hoard-oci) answer them.
 //! * [`remote`] — the source: retries with backoff, requests in parallel
 //!   up to a bound, readahead for sequential reads, the image's ETag
 //!   checked at every answer.
@@ -36,6 +38,7 @@ pub mod http;
 pub mod objects;
 pub mod options;
 mod pieces;
+pub mod registry;
 pub mod remote;
 pub mod s3;
 pub mod stream;
@@ -64,11 +67,13 @@ pub fn install(options: Options) {
     hoard_reader::source::set_opener(Arc::new(RemoteOpener(options)));
 }
 
-/// Opens the image at `url` (`http://`, `https://` or `s3://bucket/key`).
+/// Opens the image at `url` (`http://`, `https://`, `s3://bucket/key`,
+/// or a hoard image pushed to a registry, `docker://HOST/REPO:TAG`).
 pub fn open(url: &str, options: &Options) -> Result<Remote, String> {
     let scheme = hoard_reader::source::url_scheme(url).unwrap_or_default();
     let backend: Box<dyn backend::Backend> = match scheme.as_str() {
         "http" | "https" => Box::new(http::Http::new(url, options.timeout)),
+        "docker" => Box::new(registry::RegistryImage::new(url, options)?),
         "s3" => {
             let rest = &url[url.find("://").map_or(0, |i| i + 3)..];
             let (bucket, key) = rest
@@ -79,7 +84,7 @@ pub fn open(url: &str, options: &Options) -> Result<Remote, String> {
         }
         other => {
             return Err(format!(
-                "unsupported URL scheme '{other}' (http, https, s3)"
+                "unsupported URL scheme '{other}' (http, https, s3, docker)"
             ))
         }
     };

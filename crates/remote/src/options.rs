@@ -25,6 +25,10 @@ pub struct Options {
     pub memory: u64,
     /// Most bytes fetched ahead of a sequential reader (`remote_readahead`).
     pub readahead: u64,
+    /// Whether a registry (`docker://`) must be reached over HTTPS, unless
+    /// it is on a loopback address (`remote_tls_verify`, skopeo's
+    /// `--tls-verify`).
+    pub tls_verify: bool,
 }
 
 impl Default for Options {
@@ -38,6 +42,7 @@ impl Default for Options {
             cache_size: 4 << 30,
             memory: 128 << 20,
             readahead: 16 << 20,
+            tls_verify: true,
         }
     }
 }
@@ -77,6 +82,13 @@ impl Options {
             }
             "remote_memory" => self.memory = parse_size(value).ok_or_else(|| bad("size"))?,
             "remote_readahead" => self.readahead = parse_size(value).ok_or_else(|| bad("size"))?,
+            "remote_tls_verify" => {
+                self.tls_verify = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad("boolean (true or false)")),
+                }
+            }
             _ => return Err(format!("unknown option '{key}'")),
         }
         if self.timeout.is_zero() {
@@ -135,7 +147,8 @@ mod tests {
     fn parses_every_option() {
         let o = Options::parse(
             "remote_connections=3,remote_retries=2,remote_timeout=1.5,remote_backoff=20ms,\
-             remote_cache=/tmp/c,remote_cache_size=2g,remote_memory=16m,remote_readahead=512k",
+             remote_cache=/tmp/c,remote_cache_size=2g,remote_memory=16m,remote_readahead=512k,\
+             remote_tls_verify=false",
         )
         .unwrap();
         assert_eq!(o.connections, 3);
@@ -146,6 +159,7 @@ mod tests {
         assert_eq!(o.cache_size, 2 << 30);
         assert_eq!(o.memory, 16 << 20);
         assert_eq!(o.readahead, 512 << 10);
+        assert!(!o.tls_verify);
     }
 
     #[test]
@@ -157,6 +171,7 @@ mod tests {
             "remote_cache_size=12q",
             "remote_other=1",
             "remote_cache",
+            "remote_tls_verify=no",
         ] {
             assert!(Options::parse(bad).is_err(), "{bad}");
         }

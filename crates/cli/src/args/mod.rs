@@ -100,6 +100,34 @@ pub enum Command {
     /// Check that an image is signed by a trusted key and that every byte
     /// is as signed.
     Verify(VerifyArgs),
+    /// Store an image in an OCI registry (docker://HOST/REPO:TAG), for
+    /// `mount`, `ls`, `cat`, `extract` and `info` to read by byte ranges.
+    ///
+    /// Credentials: HOARD_REGISTRY_USER and HOARD_REGISTRY_PASSWORD, or
+    /// the docker/podman auth files (REGISTRY_AUTH_FILE,
+    /// $XDG_RUNTIME_DIR/containers/auth.json, ~/.docker/config.json).
+    Push(PushArgs),
+}
+
+/// `hoard push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The image file to push.
+    pub image: PathBuf,
+    /// Where: docker://HOST[:PORT]/REPO:TAG.
+    pub destination: String,
+    /// Whether HTTPS is required; `--tls-verify=false` allows plain HTTP
+    /// (always allowed for loopback hosts). Also `remote_tls_verify` in
+    /// HOARD_REMOTE, with its `remote_timeout` and `remote_retries`.
+    #[arg(long = "tls-verify", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub tls_verify: bool,
+    /// Print the result as JSON (the manifest's digest, the blob's digest
+    /// and size, the signer).
+    #[arg(long, short = 'j')]
+    pub json: bool,
+    /// No progress display.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// `hoard bundle`.

@@ -16,6 +16,7 @@ mod manifest;
 mod merge;
 mod mount;
 pub(crate) mod progress;
+mod push;
 mod repair;
 mod rewrite;
 mod sign;
@@ -59,6 +60,7 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
             Command::Keygen(a) => keygen::run(&a)?,
             Command::Sign(a) => sign::run(&a)?,
             Command::Verify(a) => verify::run(&a)?,
+            Command::Push(a) => push::run(&a)?,
         };
         if code != 0 {
             break;

@@ -1053,3 +1053,149 @@ pub fn assert_cleaned_up(dir: &Path) {
         std::fs::read_dir(dir).unwrap().next().is_none()
     });
 }
+
+// ---------------------------------------------------------------------
+// Registries: Debian's docker-registry (the CNCF distribution registry)
+// on 127.0.0.1, and a proxy that counts the bytes it serves.
+// ---------------------------------------------------------------------
+
+/// A free TCP port on 127.0.0.1 (free when asked: the caller binds it
+/// soon after).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A docker-registry serving a temporary directory on 127.0.0.1, killed
+/// when dropped.
+pub struct RegistryServer {
+    child: std::process::Child,
+    /// Its port.
+    pub port: u16,
+    /// Where it keeps blobs and manifests.
+    pub storage: tempfile::TempDir,
+}
+
+/// The registry program (the `docker-registry` package).
+const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
+
+impl RegistryServer {
+    /// Starts a registry, or `None` (the skip recorded) when
+    /// docker-registry is not installed.
+    pub fn start() -> Option<RegistryServer> {
+        if !Path::new(REGISTRY_BIN).exists() {
+            skipped("docker-registry is not installed (scripts/install-deps.sh)");
+            return None;
+        }
+        let storage = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let config = storage.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n\
+                 storage:\n  filesystem:\n    rootdirectory: {}\n\
+                 http:\n  addr: 127.0.0.1:{port}\n",
+                storage.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(REGISTRY_BIN)
+            .arg("serve")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start docker-registry");
+        let server = RegistryServer {
+            child,
+            port,
+            storage,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "docker-registry did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Some(server)
+    }
+
+    /// `docker://127.0.0.1:PORT/NAME`.
+    pub fn url(&self, name: &str) -> String {
+        format!("docker://127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// The file holding the blob `digest` (`sha256:…`) in its storage.
+    pub fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
+        self.storage
+            .path()
+            .join("data/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+}
+
+impl Drop for RegistryServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A TCP proxy on 127.0.0.1 in front of `127.0.0.1:upstream` that counts
+/// the bytes the upstream sends back; it runs until the test ends.
+pub struct CountingProxy {
+    /// Its port.
+    pub port: u16,
+    served: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CountingProxy {
+    /// Starts forwarding to `upstream`.
+    pub fn start(upstream: u16) -> CountingProxy {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = std::sync::Arc::new(AtomicU64::new(0));
+        let counter = served.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let counter = counter.clone();
+                let (mut c_read, mut s_write) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c_read, &mut s_write);
+                    let _ = s_write.shutdown(std::net::Shutdown::Write);
+                });
+                let (mut s_read, mut c_write) = (server, client);
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    let mut buf = vec![0u8; 64 << 10];
+                    while let Ok(n) = s_read.read(&mut buf) {
+                        if n == 0 || c_write.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                        counter.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    let _ = c_write.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        CountingProxy { port, served }
+    }
+
+    /// Bytes the upstream sent through the proxy so far.
+    pub fn served(&self) -> u64 {
+        self.served.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
