@@ -266,6 +266,16 @@ fn a_container_image_pushed_by_skopeo_reads_as_a_store() {
     // hoard's readers say how a container image is read.
     let err = refused(&hoard_remote(&["ls", &url]), "ls of a container image");
     assert!(err.contains("hoard create -i"), "{err}");
+
+    // And so it is: packed from the registry, it is the layout's image.
+    let from_registry = dir.path().join("registry.dwarfs");
+    let from_layout = dir.path().join("layout.dwarfs");
+    hoard_ok(&["create", "-i", &url, "-o", s(&from_registry)]);
+    let layout_name = format!("oci:{}:t", layout.display());
+    hoard_ok(&["create", "-i", &layout_name, "-o", s(&from_layout)]);
+    hoard_ok(&["diff", s(&from_layout), s(&from_registry)]);
+    let hello = hoard_ok(&["cat", s(&from_registry), "hello.txt"]);
+    assert_eq!(hello, "hello from a layer\n");
 }
 
 #[test]

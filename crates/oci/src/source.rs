@@ -1,11 +1,13 @@
 //! The names of container images as `hoard create -i` and `hoard mount`
-//! take them, skopeo's way: `oci:LAYOUT[:TAG]` and
-//! `docker-archive:FILE[:REF]`. The path ends at the first `:` after the
-//! prefix, so it cannot hold one.
+//! take them, skopeo's way: `oci:LAYOUT[:TAG]`,
+//! `docker-archive:FILE[:REF]` and `docker://HOST[:PORT]/REPO[:TAG|@DIGEST]`.
+//! A path ends at the first `:` after the prefix, so it cannot hold one.
 
+use crate::digest::Digest;
 use crate::docker_archive::DockerArchive;
 use crate::error::Result;
 use crate::layout::Layout;
+use crate::registry::{self, Registry};
 use crate::store::Store;
 use std::path::PathBuf;
 
@@ -27,6 +29,12 @@ pub enum Source {
         file: PathBuf,
         /// The tag or digest.
         reference: Option<String>,
+    },
+    /// An image in a registry (`docker://…`), reached with the default
+    /// [`registry::Options`]: plain HTTP only for loopback hosts.
+    Registry {
+        /// The whole `docker://` name.
+        url: String,
     },
 }
 
@@ -57,6 +65,11 @@ impl Source {
             let (file, reference) = split(rest);
             return Some(Source::DockerArchive { file, reference });
         }
+        if name.starts_with("docker://") {
+            return Some(Source::Registry {
+                url: name.to_string(),
+            });
+        }
         None
     }
 
@@ -68,6 +81,16 @@ impl Source {
             Source::DockerArchive { file, .. } => {
                 format!("docker-archive:{}:{reference}", file.display())
             }
+            Source::Registry { url } => match registry::ImageRef::parse(url) {
+                Ok(mut image) => {
+                    image.target = match Digest::parse(reference) {
+                        Ok(digest) => registry::Target::Digest(digest),
+                        Err(_) => registry::Target::Tag(reference.to_string()),
+                    };
+                    image.to_string()
+                }
+                Err(_) => url.clone(),
+            },
         }
     }
 
@@ -93,6 +116,14 @@ impl Source {
                 };
                 Ok(Opened {
                     store: Box::new(archive),
+                    reference,
+                })
+            }
+            Source::Registry { url } => {
+                let registry = Registry::open(url, &registry::Options::default())?;
+                let reference = registry.reference();
+                Ok(Opened {
+                    store: Box::new(registry),
                     reference,
                 })
             }

@@ -114,7 +114,7 @@ pub enum Command {
 pub struct PushArgs {
     /// The image file to push.
     pub image: PathBuf,
-    /// Where: docker://HOST[:PORT]/REPO:TAG.
+    /// Where: `docker://HOST[:PORT]/REPO:TAG`.
     pub destination: String,
     /// Whether HTTPS is required; `--tls-verify=false` allows plain HTTP
     /// (always allowed for loopback hosts). Also `remote_tls_verify` in

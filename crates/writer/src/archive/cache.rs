@@ -127,9 +127,12 @@ impl Pack {
 }
 
 /// The container image `path` names (`oci:…`, `docker-archive:…`), if
-/// it names one.
+/// it names one. A `docker://` name is left to the remote reader, which
+/// reads a hoard image pushed there lazily.
 fn container(path: &Path) -> Option<hoard_oci::Source> {
-    path.to_str().and_then(hoard_oci::Source::parse)
+    path.to_str()
+        .and_then(hoard_oci::Source::parse)
+        .filter(|s| !matches!(s, hoard_oci::Source::Registry { .. }))
 }
 
 impl ArchiveImages for ArchiveCache {

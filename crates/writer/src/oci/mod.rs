@@ -9,7 +9,7 @@
 //! tree. Each layer (tar, tar+gzip, tar+zstd: libarchive tells them
 //! apart) streams through its digest and is read to its end: a layer
 //! whose digest or size differs fails the build, and since the tree is
-//! applied in memory ([`layered`]), before the image is written, nothing
+//! applied in memory (the `layered` module), before the image is written, nothing
 //! is left behind. File contents are spooled as an archive's are.
 //!
 //! Paths are never followed on the host: there is no tree on disk. An
