@@ -1,7 +1,7 @@
 //! Registries, through the OCI distribution API (v2):
 //! `docker://HOST[:PORT]/REPO[:TAG|@DIGEST]`.
 //!
-//! * [`reference`] — the `docker://` names.
+//! * [`reference`](mod@reference) — the `docker://` names.
 //! * [`auth`] — credentials (environment, auth files) and challenges.
 //! * `client` — the requests: scheme, authentication, retries, timeouts.
 //! * [`artifact`] — a hoard image as an OCI artifact.
