@@ -136,19 +136,13 @@ impl DockerArchive {
     /// The reference of the archive's only image (its manifest's
     /// digest); an error listing the tags when there are several.
     pub fn only_reference(&self) -> Result<String> {
-        match self.images.as_slice() {
-            [(_, one)] => Ok(one.digest.to_string()),
-            [] => Err(Error::NotFound(format!(
-                "the archive '{}' holds no image",
-                self.path.display()
-            ))),
-            more => Err(Error::NotFound(format!(
-                "the archive '{}' holds {} images: name one of the tags {}",
-                self.path.display(),
-                more.len(),
-                self.tags()
-            ))),
-        }
+        let digests: Vec<String> = self
+            .images
+            .iter()
+            .map(|(_, m)| m.digest.to_string())
+            .collect();
+        let what = format!("the archive '{}'", self.path.display());
+        crate::store::only_reference(&what, &digests, &self.tags())
     }
 }
 

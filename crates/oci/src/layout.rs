@@ -55,19 +55,14 @@ impl Layout {
     /// The reference of the layout's only image (its digest); an error
     /// listing the tags when there are several.
     pub fn only_reference(&self) -> Result<String> {
-        match self.index.manifests.as_slice() {
-            [one] => Ok(one.digest_text.clone()),
-            [] => Err(Error::NotFound(format!(
-                "the layout '{}' holds no image",
-                self.dir.display()
-            ))),
-            _ => Err(Error::NotFound(format!(
-                "the layout '{}' holds {} images: name one of the tags {}",
-                self.dir.display(),
-                self.index.manifests.len(),
-                self.tags().join(", ")
-            ))),
-        }
+        let digests: Vec<String> = self
+            .index
+            .manifests
+            .iter()
+            .map(|d| d.digest_text.clone())
+            .collect();
+        let what = format!("the layout '{}'", self.dir.display());
+        crate::store::only_reference(&what, &digests, &self.tags().join(", "))
     }
 
     fn blob_path(&self, digest: &Digest) -> PathBuf {

@@ -3,7 +3,7 @@
 use std::io::Read;
 
 use crate::digest::Digest;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A manifest or index as a store returned it: its media type and its raw
 /// bytes, already checked against its digest when it was asked for by one.
@@ -28,4 +28,19 @@ pub trait Store {
     /// for `digest` and `size`, so it fails rather than end on content
     /// that does not match.
     fn blob(&self, digest: &Digest, size: u64) -> Result<Box<dyn Read + Send + '_>>;
+}
+
+/// The reference of a store's only image, given the digests of the
+/// images `what` (`"the layout 'DIR'"`, …) holds and their tags: the one
+/// digest, or an error saying there is none, or listing the tags to pick
+/// from when there are several.
+pub(crate) fn only_reference(what: &str, digests: &[String], tags: &str) -> Result<String> {
+    match digests {
+        [one] => Ok(one.clone()),
+        [] => Err(Error::NotFound(format!("{what} holds no image"))),
+        more => Err(Error::NotFound(format!(
+            "{what} holds {} images: name one of the tags {tags}",
+            more.len()
+        ))),
+    }
 }
