@@ -17,11 +17,9 @@ use hoard_writer::{create, CreateOptions, Progress, Summary};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Builds an image; returns the exit code.
+/// Builds an image; returns the exit code. (`--layers` is
+/// `create_layers::run`.)
 pub fn run(args: &CreateArgs) -> Result<u8> {
-    if let Some(dir) = &args.layers {
-        return super::create_layers::run(args, dir);
-    }
     let options = options(args)?;
     if args.debug_filter {
         return debug_filter(args, options);

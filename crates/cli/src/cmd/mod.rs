@@ -40,9 +40,10 @@ pub fn run(commands: Vec<Command>) -> Result<ExitCode> {
     for command in commands {
         code = match command {
             Command::Generate(a) => crate::generate::run(&a)?,
-            Command::Create(a) => match &a.recompress {
-                Some(what) => rewrite::run(&a.as_rewrite(what))?,
-                None => create::run(&a)?,
+            Command::Create(a) => match (&a.recompress, &a.layers) {
+                (Some(what), _) => rewrite::run(&a.as_rewrite(what))?,
+                (None, Some(dir)) => create_layers::run(&a, dir)?,
+                (None, None) => create::run(&a)?,
             },
             Command::Bundle(a) => bundle::run(&a)?,
             Command::Rewrite(a) => rewrite::run(&a)?,
