@@ -7,11 +7,17 @@
 //! it and libssl at start cost every command about 7 ms with a cold page
 //! cache (a mount is mostly start-up), the binary runs where libcrypto is
 //! missing (hashing with `sha2` then), and building needs no OpenSSL
-//! headers. Only five functions of OpenSSL's stable EVP interface
+//! headers. Only a few functions of OpenSSL's stable EVP interface
 //! (1.1.1 and 3.x) are used.
+//!
+//! Everything libcrypto sets up lazily is set up once, on one thread,
+//! before any digest: its initialisation (without an `atexit` cleanup,
+//! which would free its tables under threads still hashing at exit), the
+//! method fetched once (OpenSSL 3), and a first digest checked against
+//! `sha2`'s. Threads then share only the immutable method.
 
 use libloading::Library;
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 
 /// Makes libcrypto, when the system has it, hash the sections this
@@ -36,6 +42,11 @@ type DigestInitEx = unsafe extern "C" fn(*mut c_void, *const c_void, *mut c_void
 type DigestUpdate = unsafe extern "C" fn(*mut c_void, *const c_void, usize) -> c_int;
 type DigestFinalEx = unsafe extern "C" fn(*mut c_void, *mut u8, *mut c_uint) -> c_int;
 type Sha512_256 = unsafe extern "C" fn() -> *const c_void;
+type InitCrypto = unsafe extern "C" fn(u64, *const c_void) -> c_int;
+type MdFetch = unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char) -> *const c_void;
+
+/// `OPENSSL_INIT_NO_ATEXIT` (OpenSSL 1.1.1b and later).
+const INIT_NO_ATEXIT: u64 = 0x0008_0000;
 
 /// The EVP functions hashing takes, from a loaded libcrypto.
 struct LibCrypto {
@@ -44,7 +55,8 @@ struct LibCrypto {
     init: DigestInitEx,
     update: DigestUpdate,
     finish: DigestFinalEx,
-    /// `EVP_sha512_256()`: a static, immutable method table.
+    /// SHA-512/256's method: fetched once (OpenSSL 3), or the static
+    /// table of `EVP_sha512_256()` (1.1.1); immutable and never freed.
     md: *const c_void,
     /// Keeps the functions above loaded.
     _library: Library,
@@ -57,27 +69,40 @@ unsafe impl Send for LibCrypto {}
 unsafe impl Sync for LibCrypto {}
 
 impl LibCrypto {
-    /// libcrypto 3 or 1.1 with every function hashing takes, if present.
+    /// libcrypto 3 or 1.1 with every function hashing takes, initialised
+    /// and checked, if present.
     fn load() -> Option<Self> {
-        ["libcrypto.so.3", "libcrypto.so.1.1"]
+        let library = ["libcrypto.so.3", "libcrypto.so.1.1"]
             .iter()
             // SAFETY: libcrypto's initialisers only set up its own state.
-            .find_map(|name| unsafe { Library::new(name) }.ok())
-            .and_then(|library| {
-                // SAFETY: the types are those of OpenSSL's declarations.
-                unsafe {
-                    let md = (*library.get::<Sha512_256>(b"EVP_sha512_256\0").ok()?)();
-                    Some(Self {
-                        ctx_new: *library.get(b"EVP_MD_CTX_new\0").ok()?,
-                        ctx_free: *library.get(b"EVP_MD_CTX_free\0").ok()?,
-                        init: *library.get(b"EVP_DigestInit_ex\0").ok()?,
-                        update: *library.get(b"EVP_DigestUpdate\0").ok()?,
-                        finish: *library.get(b"EVP_DigestFinal_ex\0").ok()?,
-                        md: (!md.is_null()).then_some(md)?,
-                        _library: library,
-                    })
-                }
-            })
+            .find_map(|name| unsafe { Library::new(name) }.ok())?;
+        // SAFETY: the types are those of OpenSSL's declarations; the
+        // name passed to `EVP_MD_fetch` is NUL-terminated.
+        let loaded = unsafe {
+            let init = *library.get::<InitCrypto>(b"OPENSSL_init_crypto\0").ok()?;
+            if init(INIT_NO_ATEXIT, std::ptr::null()) != 1 {
+                return None;
+            }
+            let md = match library.get::<MdFetch>(b"EVP_MD_fetch\0") {
+                Ok(fetch) => fetch(
+                    std::ptr::null_mut(),
+                    c"SHA512-256".as_ptr(),
+                    std::ptr::null(),
+                ),
+                Err(_) => (*library.get::<Sha512_256>(b"EVP_sha512_256\0").ok()?)(),
+            };
+            Self {
+                ctx_new: *library.get(b"EVP_MD_CTX_new\0").ok()?,
+                ctx_free: *library.get(b"EVP_MD_CTX_free\0").ok()?,
+                init: *library.get(b"EVP_DigestInit_ex\0").ok()?,
+                update: *library.get(b"EVP_DigestUpdate\0").ok()?,
+                finish: *library.get(b"EVP_DigestFinal_ex\0").ok()?,
+                md: (!md.is_null()).then_some(md)?,
+                _library: library,
+            }
+        };
+        let probe = b"hoard section hash";
+        (loaded.digest(probe, b"")? == sha2_digest(probe)).then_some(loaded)
     }
 
     /// SHA-512/256 of `a` then `b`; `None` if libcrypto fails.
@@ -102,6 +127,13 @@ impl LibCrypto {
     }
 }
 
+/// SHA-512/256 of `data` by `sha2`, the reference a loaded libcrypto
+/// must agree with.
+fn sha2_digest(data: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha512_256::digest(data).into()
+}
+
 #[cfg(test)]
 mod tests {
     use sha2::Digest;
@@ -119,5 +151,20 @@ mod tests {
             // Without libcrypto the format's own `sha2` hashes.
             None => assert_eq!(super::sha512_256(b"tail", &payload), None),
         }
+    }
+
+    #[test]
+    fn threads_hashing_at_once_agree() {
+        let expected = super::sha2_digest(b"same bytes");
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for _ in 0..100 {
+                        let got = super::sha512_256(b"same ", b"bytes");
+                        assert!(got.is_none_or(|d| d == expected));
+                    }
+                });
+            }
+        });
     }
 }
