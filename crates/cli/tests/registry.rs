@@ -3,8 +3,8 @@
 //! pushed blob, against Debian's docker-registry on 127.0.0.1; signed
 //! images checked per block; the bytes one small file costs, counted by a
 //! proxy; a container image copied there by skopeo, read as a Store and
-//! mounted (converted once into the archive cache); and a registry that
-//! fails.
+//! mounted (converted once into the archive cache); a registry that wants
+//! credentials (htpasswd); and a registry that fails.
 
 mod common;
 
@@ -389,6 +389,73 @@ fn a_container_image_mounts_from_the_registry_converted_once() {
     let d = differences_below_root(&mnt, &rootfs, "mtime_ns");
     assert!(d.is_empty(), "{d}");
     drop(guard);
+}
+
+/// The htpasswd line of user `hoard` with password [`PASSWORD`] (bcrypt,
+/// cost 4: quick to check), as `htpasswd -B` writes it.
+const HTPASSWD: &str = "hoard:$2b$04$xnE5o/bwIcd3My0CnNTYzuJsunAVC/l.E5cVuzPJIKTH9miMt8kNy";
+/// The test registry's password (a test value, no secret).
+const PASSWORD: &str = "hoard-test-password";
+
+/// `hoard ARGS` with the test's remote options, no auth file, and
+/// `credentials` (user, password) in the environment if given.
+fn hoard_as(args: &[&str], credentials: Option<(&str, &str)>, home: &Path) -> std::process::Output {
+    let mut command = hoard();
+    command
+        .args(args)
+        .env("HOARD_REMOTE", REMOTE)
+        .env("HOME", home)
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("HOARD_REGISTRY_USER")
+        .env_remove("HOARD_REGISTRY_PASSWORD");
+    if let Some((user, password)) = credentials {
+        command
+            .env("HOARD_REGISTRY_USER", user)
+            .env("HOARD_REGISTRY_PASSWORD", password);
+    }
+    command.output().expect("run hoard")
+}
+
+#[test]
+fn a_registry_that_wants_credentials_gets_them_from_the_environment() {
+    let Some(registry) = RegistryServer::start_with_htpasswd(HTPASSWD) else {
+        return;
+    };
+    let (dir, _tree, image) = tree_and_image(&[]);
+    let url = registry.url("hoard/private:v1");
+    let push = [&["push", "-q"], &[s(&image), url.as_str()][..]].concat();
+
+    // No credentials: one line saying what to set.
+    let err = refused(
+        &hoard_as(&push, None, dir.path()),
+        "push without credentials",
+    );
+    assert!(err.contains("401"), "{err}");
+    assert!(err.contains("HOARD_REGISTRY_USER"), "{err}");
+    // Wrong ones: refused, and the password is nowhere in what is said.
+    let wrong = Some(("hoard", "not-the-password-x7"));
+    let out = hoard_as(&push, wrong, dir.path());
+    let err = refused(&out, "push with a wrong password");
+    assert!(err.contains("credentials were refused"), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("not-the-password-x7"));
+
+    // The right ones: pushed, and read back; a reader without them is
+    // refused in one line.
+    let right = Some(("hoard", PASSWORD));
+    let out = hoard_as(&push, right, dir.path());
+    ok(&out, "push with the credentials");
+    let listed = hoard_as(&["cat", &url, "notes.txt"], right, dir.path());
+    assert_eq!(ok(&listed, "cat with the credentials"), "pushed notes\n");
+    for out in [&out, &listed] {
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(PASSWORD));
+    }
+    let err = refused(
+        &hoard_as(&["ls", &url], None, dir.path()),
+        "ls without credentials",
+    );
+    assert!(err.contains("401") && !err.contains(PASSWORD), "{err}");
 }
 
 #[test]
