@@ -19,7 +19,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The target of `images` (bottom first) opened as `form`, at `offset`,
-/// with `keys`; archives are packed into the default cache.
+/// with `keys`; archives and container images are packed into the
+/// default cache (registries reached as HOARD_REMOTE says).
 pub fn of_paths(
     images: Vec<PathBuf>,
     form: Form,
@@ -32,7 +33,8 @@ pub fn of_paths(
         offset,
         ..keys.load()?
     };
-    target.archives = Some(archives(ArchiveCache::default()));
+    let remote = hoard_remote::Options::from_env().map_err(anyhow::Error::msg)?;
+    target.archives = Some(archives(ArchiveCache::default(), &remote));
     Ok(target)
 }
 
@@ -66,8 +68,13 @@ pub fn of_stack(args: &ImageArgs, layers: &LayerArgs) -> Result<Target> {
 /// taken out before): the keys (`trust=`, `identity=`,
 /// `passphrase_file=`, `expect_name=`, `min_version=`), where and how archives are packed
 /// (`archive_cache=`, `archive_level=`) and the reader's own (offset,
-/// image size, cache size, decratio). Returns it with the options.
-pub fn of_mount(args: &MountArgs, options: &str) -> Result<(Target, MountOptions)> {
+/// image size, cache size, decratio); registries are reached as `remote`
+/// says. Returns it with the options.
+pub fn of_mount(
+    args: &MountArgs,
+    options: &str,
+    remote: &hoard_remote::Options,
+) -> Result<(Target, MountOptions)> {
     let (rest, keys) = key_options(options)?;
     let (rest, cache) = archive_options(&rest)?;
     let mount = MountOptions::parse(&rest).map_err(anyhow::Error::msg)?;
@@ -86,7 +93,7 @@ pub fn of_mount(args: &MountArgs, options: &str) -> Result<(Target, MountOptions
         image_size: defaults.image_size,
         ..keys.load()?
     };
-    target.archives = Some(archives(cache));
+    target.archives = Some(archives(cache, remote));
     Ok((target, mount))
 }
 
@@ -137,9 +144,11 @@ fn archive_options(options: &str) -> Result<(String, ArchiveCache)> {
     Ok((rest.join(","), cache))
 }
 
-/// Archives opened as images through `cache`, each packed once with a
-/// line saying so and, on a terminal, the progress display.
-fn archives(mut cache: ArchiveCache) -> Arc<dyn ArchiveImages> {
+/// Archives and container images opened as images through `cache`
+/// (registries reached as `remote` says), each packed once with a line
+/// saying so and, on a terminal, the progress display.
+fn archives(mut cache: ArchiveCache, remote: &hoard_remote::Options) -> Arc<dyn ArchiveImages> {
+    cache.registry = hoard_remote::registry::transfer_options(remote);
     let level = cache.level;
     cache.runner = Some(Arc::new(move |pack: Box<Pack>| {
         eprintln!(

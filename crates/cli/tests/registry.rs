@@ -2,11 +2,13 @@
 //! `cat`, `extract` and `info` of `docker://…` by range requests on the
 //! pushed blob, against Debian's docker-registry on 127.0.0.1; signed
 //! images checked per block; the bytes one small file costs, counted by a
-//! proxy; a container image copied there by skopeo, read as a Store; and
-//! a registry that fails.
+//! proxy; a container image copied there by skopeo, read as a Store and
+//! mounted (converted once into the archive cache); a registry that wants
+//! credentials (htpasswd); and a registry that fails.
 
 mod common;
 
+use common::oci::{tool_in, tools_available, umoci_image};
 use common::*;
 use hoard_format::section::SectionType;
 use hoard_oci::registry::{Options, Registry};
@@ -263,11 +265,16 @@ fn a_container_image_pushed_by_skopeo_reads_as_a_store() {
     let whole = std::fs::read(registry.blob_file(&digest.to_string())).unwrap();
     assert_eq!(store.blob_range(&digest, 3..40).unwrap(), whole[3..40]);
 
-    // hoard's readers say how a container image is read.
-    let err = refused(&hoard_remote(&["ls", &url]), "ls of a container image");
-    assert!(err.contains("hoard create -i"), "{err}");
+    // `ls` converts it into the archive cache, as `mount` does.
+    let listed = hoard()
+        .args(["ls", &url])
+        .env("HOARD_REMOTE", REMOTE)
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert!(ok(&listed, "ls of a container image").contains("hello.txt"));
 
-    // And so it is: packed from the registry, it is the layout's image.
+    // Packed from the registry, it is the layout's image.
     let from_registry = dir.path().join("registry.dwarfs");
     let from_layout = dir.path().join("layout.dwarfs");
     hoard_ok(&["create", "-i", &url, "-o", s(&from_registry)]);
@@ -276,6 +283,179 @@ fn a_container_image_pushed_by_skopeo_reads_as_a_store() {
     hoard_ok(&["diff", s(&from_layout), s(&from_registry)]);
     let hello = hoard_ok(&["cat", s(&from_registry), "hello.txt"]);
     assert_eq!(hello, "hello from a layer\n");
+}
+
+/// umoci's two-layer image (deletions, an opaque directory, links,
+/// devices, xattrs, owners), copied to the registry by skopeo, mounts as
+/// umoci's rootfs, converted on the first mount only; a changed layer
+/// fails the conversion and leaves the cache empty.
+#[test]
+fn a_container_image_mounts_from_the_registry_converted_once() {
+    let Some(registry) = RegistryServer::start() else {
+        return;
+    };
+    if !tools_available() {
+        return;
+    }
+    let Some((dir, mnt)) = fuse_tempdir_with("mnt") else {
+        return;
+    };
+    let (layout, rootfs) = umoci_image(dir.path());
+    let layout_name = format!("oci:{}:t", layout.display());
+    tool_in(
+        dir.path(),
+        "skopeo",
+        &[
+            "copy",
+            "-q",
+            "--dest-tls-verify=false",
+            &layout_name,
+            &registry.url("app:t"),
+        ],
+    );
+    let proxy = CountingProxy::start(registry.port);
+    let url = format!("docker://127.0.0.1:{}/app:t", proxy.port);
+    let cache = dir.path().join("cache");
+    let cache_option = format!("archive_cache={}", s(&cache));
+    let mount = || {
+        hoard()
+            .args(["mount", &url, s(&mnt), "-o", &cache_option])
+            .env("HOARD_REMOTE", REMOTE)
+            .output()
+            .unwrap()
+    };
+    // A mount that must succeed: what it said on standard error.
+    let mount_ok = || {
+        let out = mount();
+        ok(&out, "mount of a container image");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // The cache's files: name, inode and modification time.
+    let cached = || -> Vec<(String, u64, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        let entries = std::fs::read_dir(&cache).into_iter().flatten().flatten();
+        let mut files: Vec<_> = entries
+            .map(|e| {
+                let m = e.metadata().unwrap();
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, m.ino(), m.mtime_nsec())
+            })
+            .collect();
+        files.sort();
+        files
+    };
+
+    // A layer changed in the registry's storage fails the conversion in
+    // one line, and leaves nothing in the cache.
+    let store = Registry::open(&registry.url("app:t"), &Options::default()).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&store.manifest("t").unwrap().bytes).unwrap();
+    let top = manifest["layers"][1]["digest"].as_str().unwrap();
+    let blob = registry.blob_file(top);
+    let good = std::fs::read(&blob).unwrap();
+    let mut bad = good.clone();
+    bad[good.len() / 2] ^= 0x55;
+    std::fs::write(&blob, &bad).unwrap();
+    let out = mount();
+    assert_eq!(out.status.code(), Some(1), "a changed layer was packed");
+    // The line saying it packs, then the error's.
+    let said = String::from_utf8_lossy(&out.stderr);
+    let err = said.lines().last().unwrap_or_default();
+    assert!(err.contains("cannot pack container image"), "{said}");
+    assert!(err.contains("digest mismatch"), "{said}");
+    assert_eq!(cached(), vec![], "a failed conversion left files");
+    std::fs::write(&blob, &good).unwrap();
+
+    // Converted on the first mount, the tree is umoci's (at the cache's
+    // resolution of seconds).
+    let said = mount_ok();
+    let guard = FuseMount(mnt.clone());
+    assert!(said.contains("packing"), "{said}");
+    let d = differences_below_root(&mnt, &rootfs, "mtime_ns");
+    assert!(d.is_empty(), "{d}");
+    drop(guard);
+    let packed = cached();
+    assert_eq!(packed.len(), 1, "{packed:?}");
+
+    // The second mount converts nothing: the image in the cache is the
+    // same file, and the registry serves the manifest and config only.
+    let before = proxy.served();
+    let said = mount_ok();
+    let guard = FuseMount(mnt.clone());
+    assert!(!said.contains("packing"), "{said}");
+    let served = proxy.served() - before;
+    assert!(served < 8 << 10, "the second mount fetched {served} bytes");
+    assert_eq!(cached(), packed);
+    let d = differences_below_root(&mnt, &rootfs, "mtime_ns");
+    assert!(d.is_empty(), "{d}");
+    drop(guard);
+}
+
+/// The htpasswd line of user `hoard` with password [`PASSWORD`] (bcrypt,
+/// cost 4: quick to check), as `htpasswd -B` writes it.
+const HTPASSWD: &str = "hoard:$2b$04$xnE5o/bwIcd3My0CnNTYzuJsunAVC/l.E5cVuzPJIKTH9miMt8kNy";
+/// The test registry's password (a test value, no secret).
+const PASSWORD: &str = "hoard-test-password";
+
+/// `hoard ARGS` with the test's remote options, no auth file, and
+/// `credentials` (user, password) in the environment if given.
+fn hoard_as(args: &[&str], credentials: Option<(&str, &str)>, home: &Path) -> std::process::Output {
+    let mut command = hoard();
+    command
+        .args(args)
+        .env("HOARD_REMOTE", REMOTE)
+        .env("HOME", home)
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("HOARD_REGISTRY_USER")
+        .env_remove("HOARD_REGISTRY_PASSWORD");
+    if let Some((user, password)) = credentials {
+        command
+            .env("HOARD_REGISTRY_USER", user)
+            .env("HOARD_REGISTRY_PASSWORD", password);
+    }
+    command.output().expect("run hoard")
+}
+
+#[test]
+fn a_registry_that_wants_credentials_gets_them_from_the_environment() {
+    let Some(registry) = RegistryServer::start_with_htpasswd(HTPASSWD) else {
+        return;
+    };
+    let (dir, _tree, image) = tree_and_image(&[]);
+    let url = registry.url("hoard/private:v1");
+    let push = [&["push", "-q"], &[s(&image), url.as_str()][..]].concat();
+
+    // No credentials: one line saying what to set.
+    let err = refused(
+        &hoard_as(&push, None, dir.path()),
+        "push without credentials",
+    );
+    assert!(err.contains("401"), "{err}");
+    assert!(err.contains("HOARD_REGISTRY_USER"), "{err}");
+    // Wrong ones: refused, and the password is nowhere in what is said.
+    let wrong = Some(("hoard", "not-the-password-x7"));
+    let out = hoard_as(&push, wrong, dir.path());
+    let err = refused(&out, "push with a wrong password");
+    assert!(err.contains("credentials were refused"), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("not-the-password-x7"));
+
+    // The right ones: pushed, and read back; a reader without them is
+    // refused in one line.
+    let right = Some(("hoard", PASSWORD));
+    let out = hoard_as(&push, right, dir.path());
+    ok(&out, "push with the credentials");
+    let listed = hoard_as(&["cat", &url, "notes.txt"], right, dir.path());
+    assert_eq!(ok(&listed, "cat with the credentials"), "pushed notes\n");
+    for out in [&out, &listed] {
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(PASSWORD));
+    }
+    let err = refused(
+        &hoard_as(&["ls", &url], None, dir.path()),
+        "ls without credentials",
+    );
+    assert!(err.contains("401") && !err.contains(PASSWORD), "{err}");
 }
 
 #[test]

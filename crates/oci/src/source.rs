@@ -30,8 +30,9 @@ pub enum Source {
         /// The tag or digest.
         reference: Option<String>,
     },
-    /// An image in a registry (`docker://…`), reached with the default
-    /// [`registry::Options`]: plain HTTP only for loopback hosts.
+    /// An image in a registry (`docker://…`), reached with the
+    /// [`registry::Options`] given to [`Source::open`] (by default plain
+    /// HTTP only for loopback hosts).
     Registry {
         /// The whole `docker://` name.
         url: String,
@@ -94,8 +95,10 @@ impl Source {
         }
     }
 
-    /// Opens the store and finds the image's reference.
-    pub fn open(&self) -> Result<Opened> {
+    /// Opens the store and finds the image's reference; a registry is
+    /// reached with `registry` (how it is reached: TLS, timeouts,
+    /// credentials).
+    pub fn open(&self, registry: &registry::Options) -> Result<Opened> {
         match self {
             Source::Layout { dir, tag } => {
                 let layout = Layout::open(dir)?;
@@ -120,10 +123,10 @@ impl Source {
                 })
             }
             Source::Registry { url } => {
-                let registry = Registry::open(url, &registry::Options::default())?;
-                let reference = registry.reference();
+                let store = Registry::open(url, registry)?;
+                let reference = store.reference();
                 Ok(Opened {
-                    store: Box::new(registry),
+                    store: Box::new(store),
                     reference,
                 })
             }

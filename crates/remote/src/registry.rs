@@ -2,8 +2,9 @@
 //! of its blob: `docker://HOST[:PORT]/REPO[:TAG|@DIGEST]`.
 //!
 //! The manifest is fetched when the image is identified: it must be a
-//! hoard artifact (a container image is converted with `hoard create -i`
-//! instead). The blob's digest is the image's identity (its ETag, so the
+//! hoard artifact (a container image is converted instead: by `hoard
+//! create -i`, or into the archive cache when a command opens it, which
+//! hands only hoard artifacts on to this reader). The blob's digest is the image's identity (its ETag, so the
 //! disk cache is keyed by it). A range cannot be checked against the
 //! blob's digest, which covers the whole blob; the reader checks every
 //! section it loads against its checksum, and against the signature with
@@ -25,13 +26,23 @@ pub struct RegistryImage {
     blob: OnceLock<(Digest, u64)>,
 }
 
-/// The registry options of the remote options: the retries are the
-/// remote source's own, so the client does not retry.
+/// The registry options of the remote options for range reads: the
+/// retries are the remote source's own, so the client does not retry.
 pub fn registry_options(options: &Options) -> hoard_oci::registry::Options {
+    hoard_oci::registry::Options {
+        retries: 0,
+        ..transfer_options(options)
+    }
+}
+
+/// The registry options of the remote options for whole transfers (a
+/// push, a container image pulled and converted): the client retries as
+/// many times as the remote options say.
+pub fn transfer_options(options: &Options) -> hoard_oci::registry::Options {
     hoard_oci::registry::Options {
         tls_verify: options.tls_verify,
         timeout: options.timeout,
-        retries: 0,
+        retries: options.retries,
         auth: Auth::Environment,
     }
 }
@@ -60,7 +71,7 @@ impl RegistryImage {
             .map_err(|e| FetchError::permanent(e.to_string()))?
             .ok_or_else(|| {
                 FetchError::permanent(format!(
-                    "{} is not a hoard image ({}): container images from registries are converted by `hoard create -i {}`",
+                    "{} is not a hoard image ({}): container images from registries are converted by `hoard create -i {}` (or `hoard mount`)",
                     self.registry.image(),
                     if fetched.media_type.is_empty() { "no media type" } else { &fetched.media_type },
                     self.registry.image()

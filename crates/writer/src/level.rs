@@ -241,6 +241,7 @@ impl CreateOptions {
             delta: None,
             platform: None,
             container_layers: None,
+            registry: hoard_oci::registry::Options::default(),
         }
     }
 }

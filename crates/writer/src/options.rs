@@ -94,6 +94,9 @@ pub struct CreateOptions {
     /// of `create --layers`, see [`crate::oci::layer_names`]); `None`:
     /// all.
     pub container_layers: Option<usize>,
+    /// How a container image in a registry (`docker://…`) is reached:
+    /// TLS (`--tls-verify`), timeouts, retries, credentials.
+    pub registry: hoard_oci::registry::Options,
 }
 
 /// Settings that one category overrides; None keeps the general setting.

@@ -11,13 +11,16 @@ use std::path::PathBuf;
 pub struct CreateArgs {
     /// Directory to pack, a tar or cpio archive (plain, gzip, zstd or
     /// xz; `-` for standard input), or a container image:
-    /// `oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`.
+    /// `oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`,
+    /// `docker://HOST[:PORT]/REPO[:TAG|@DIGEST]`.
     #[arg(short = 'i', long = "input")]
     pub input: PathBuf,
     /// For a container image: the platform whose image an index names
     /// (`os/arch[/variant]`, as `linux/arm64`); default this machine's.
     #[arg(long, value_name = "PLATFORM")]
     pub platform: Option<String>,
+    #[command(flatten)]
+    pub registry: super::RegistryArgs,
     /// Image file to write.
     #[arg(short = 'o', long = "output", required_unless_present = "layers")]
     pub output: Option<PathBuf>,

@@ -116,11 +116,8 @@ pub struct PushArgs {
     pub image: PathBuf,
     /// Where: `docker://HOST[:PORT]/REPO:TAG`.
     pub destination: String,
-    /// Whether HTTPS is required; `--tls-verify=false` allows plain HTTP
-    /// (always allowed for loopback hosts). Also `remote_tls_verify` in
-    /// HOARD_REMOTE, with its `remote_timeout` and `remote_retries`.
-    #[arg(long = "tls-verify", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
-    pub tls_verify: bool,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Print the result as JSON (the manifest's digest, the blob's digest
     /// and size, the signer).
     #[arg(long, short = 'j')]
@@ -128,6 +125,35 @@ pub struct PushArgs {
     /// No progress display.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+
+/// How registries (`docker://…`) are reached: by `push`, and by
+/// `create -i docker://…`.
+#[derive(Debug, Clone, Args)]
+pub struct RegistryArgs {
+    /// Whether a registry must be reached over HTTPS (skopeo's option);
+    /// `--tls-verify=false` allows plain HTTP, always allowed for
+    /// loopback hosts. Also `remote_tls_verify` in HOARD_REMOTE, with its
+    /// `remote_timeout` and `remote_retries`.
+    #[arg(long = "tls-verify", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub tls_verify: bool,
+}
+
+impl RegistryArgs {
+    /// The registry options these and HOARD_REMOTE give.
+    pub fn options(&self) -> anyhow::Result<hoard_oci::registry::Options> {
+        let remote = hoard_remote::Options::from_env().map_err(anyhow::Error::msg)?;
+        Ok(self.options_over(&remote))
+    }
+
+    /// The registry options these give over the remote options `remote`:
+    /// plain HTTP only when neither requires HTTPS.
+    fn options_over(&self, remote: &hoard_remote::Options) -> hoard_oci::registry::Options {
+        hoard_oci::registry::Options {
+            tls_verify: self.tls_verify && remote.tls_verify,
+            ..hoard_remote::registry::transfer_options(remote)
+        }
+    }
 }
 
 /// `hoard bundle`.
@@ -560,6 +586,47 @@ pub struct GenerateArgs {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// The registry options `hoard ARGS` gives its registry client,
+    /// over the default remote options.
+    fn registry_options_of(args: &[&str]) -> hoard_oci::registry::Options {
+        let cli = Cli::try_parse_from(std::iter::once("hoard").chain(args.iter().copied()))
+            .expect("the arguments parse");
+        let registry = match cli.command {
+            Some(Command::Create(create)) => create.registry,
+            Some(Command::Push(push)) => push.registry,
+            other => panic!("not create or push: {other:?}"),
+        };
+        registry.options_over(&hoard_remote::Options::default())
+    }
+
+    #[test]
+    fn tls_verify_reaches_the_registry_client() {
+        let create = ["create", "-i", "docker://r.example/a:1", "-o", "a.dwarfs"];
+        assert!(registry_options_of(&create).tls_verify);
+        let off = [&create[..], &["--tls-verify=false"]].concat();
+        assert!(!registry_options_of(&off).tls_verify);
+        let push = [
+            "push",
+            "a.dwarfs",
+            "docker://r.example/a:1",
+            "--tls-verify",
+            "false",
+        ];
+        assert!(!registry_options_of(&push).tls_verify);
+        // HOARD_REMOTE's remote_tls_verify=false allows it too.
+        let remote = hoard_remote::Options::parse("remote_tls_verify=false").unwrap();
+        let args = RegistryArgs { tls_verify: true };
+        assert!(!args.options_over(&remote).tls_verify);
+        assert!(Cli::try_parse_from([
+            "hoard",
+            "push",
+            "a",
+            "docker://r/a:1",
+            "--tls-verify=maybe"
+        ])
+        .is_err());
+    }
 
     #[test]
     fn help_gives_every_command_a_line() {

@@ -186,6 +186,7 @@ pub(super) fn options(args: &CreateArgs) -> Result<CreateOptions> {
         .as_deref()
         .map(hoard_oci::Platform::parse)
         .transpose()?;
+    o.registry = args.registry.options()?;
     o.history = args.history.entry(now);
     Ok(o)
 }

@@ -20,13 +20,14 @@ pub fn run(args: &CreateArgs, dir: &Path) -> Result<u8> {
         .input
         .to_str()
         .and_then(hoard_oci::Source::parse)
-        .context("--layers takes a container image (-i oci:…, docker-archive:…)")?;
+        .context("--layers takes a container image (-i oci:…, docker-archive:…, docker://…)")?;
     let platform = args
         .platform
         .as_deref()
         .map(hoard_oci::Platform::parse)
         .transpose()?;
-    let names = hoard_writer::oci::layer_names(&source, platform.as_ref())?;
+    let names =
+        hoard_writer::oci::layer_names(&source, platform.as_ref(), &args.registry.options()?)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot make '{}'", dir.display()))?;
     let cancel = super::interrupt::exit_on_signals()?;
     let mut stack: Vec<PathBuf> = Vec::new();

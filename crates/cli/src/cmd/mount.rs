@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex};
 pub fn run(args: &MountArgs) -> Result<u8> {
     // Made (its keys read) before the fork, so a bad key file fails the
     // command.
-    let (target, options) = crate::target::of_mount(args, &remote_options(&args.options)?)?;
+    let (rest, remote) = remote_options(&args.options)?;
+    let (target, options) = crate::target::of_mount(args, &rest, &remote)?;
     if args.foreground {
         return serve(args, &options, &target, |_| {});
     }
@@ -65,8 +66,9 @@ pub fn run(args: &MountArgs) -> Result<u8> {
 }
 
 /// Takes the `remote_*` options out of `-o` options (they set how remote
-/// images are fetched, over `HOARD_REMOTE`); returns the others.
-fn remote_options(options: &[String]) -> Result<String> {
+/// images are fetched, over `HOARD_REMOTE`) and installs them; returns
+/// the others and them.
+fn remote_options(options: &[String]) -> Result<(String, hoard_remote::Options)> {
     let mut remote = hoard_remote::Options::from_env().map_err(anyhow::Error::msg)?;
     let mut rest = Vec::new();
     for item in options.iter().flat_map(|o| o.split(',')) {
@@ -79,8 +81,8 @@ fn remote_options(options: &[String]) -> Result<String> {
             rest.push(item);
         }
     }
-    hoard_remote::install(remote);
-    Ok(rest.join(","))
+    hoard_remote::install(remote.clone());
+    Ok((rest.join(","), remote))
 }
 
 /// Mounts and serves until unmounted or signalled.

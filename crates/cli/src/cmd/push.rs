@@ -9,7 +9,7 @@ use crate::args::PushArgs;
 use crate::target::of_paths;
 use crate::trust::ReadKeys;
 use anyhow::{anyhow, bail, Context, Result};
-use hoard_oci::registry::{artifact, Auth, ImageRef, Options, Registry, Target};
+use hoard_oci::registry::{artifact, ImageRef, Registry, Target};
 use hoard_oci::Digest;
 use hoard_reader::open::{open, Form};
 use hoard_reader::ImageOffset;
@@ -29,14 +29,7 @@ pub fn run(args: &PushArgs) -> Result<u8> {
     let name = args.image.display().to_string();
     let (digest, size) =
         sha256_of(&args.image).with_context(|| format!("cannot read image '{name}'"))?;
-    let remote = hoard_remote::Options::from_env().map_err(anyhow::Error::msg)?;
-    let options = Options {
-        tls_verify: args.tls_verify && remote.tls_verify,
-        timeout: remote.timeout,
-        retries: remote.retries,
-        auth: Auth::Environment,
-    };
-    let registry = Registry::new(&destination, &options)?;
+    let registry = Registry::new(&destination, &args.registry.options()?)?;
     let bar = ProgressBar::with_draw_target(Some(size), ProgressDrawTarget::stderr_with_hz(5));
     if !args.quiet {
         bar.set_style(

@@ -1085,6 +1085,17 @@ impl RegistryServer {
     /// Starts a registry, or `None` (the skip recorded) when
     /// docker-registry is not installed.
     pub fn start() -> Option<RegistryServer> {
+        RegistryServer::start_with(None)
+    }
+
+    /// Starts a registry that wants Basic credentials, those of the
+    /// htpasswd line `entry` (`user:bcrypt-hash`).
+    pub fn start_with_htpasswd(entry: &str) -> Option<RegistryServer> {
+        RegistryServer::start_with(Some(entry))
+    }
+
+    /// Starts a registry, with the htpasswd line `htpasswd` if given.
+    fn start_with(htpasswd: Option<&str>) -> Option<RegistryServer> {
         if !Path::new(REGISTRY_BIN).exists() {
             skipped("docker-registry is not installed (scripts/install-deps.sh)");
             return None;
@@ -1092,12 +1103,23 @@ impl RegistryServer {
         let storage = tempfile::tempdir().unwrap();
         let port = free_port();
         let config = storage.path().join("config.yml");
+        let auth = match htpasswd {
+            Some(entry) => {
+                let file = storage.path().join("htpasswd");
+                std::fs::write(&file, format!("{entry}\n")).unwrap();
+                format!(
+                    "auth:\n  htpasswd:\n    realm: hoard-tests\n    path: {}\n",
+                    file.display()
+                )
+            }
+            None => String::new(),
+        };
         std::fs::write(
             &config,
             format!(
                 "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n\
                  storage:\n  filesystem:\n    rootdirectory: {}\n\
-                 http:\n  addr: 127.0.0.1:{port}\n",
+                 http:\n  addr: 127.0.0.1:{port}\n{auth}",
                 storage.path().join("data").display()
             ),
         )

@@ -3,8 +3,12 @@
 //! directory, then open that image. Later opens of the same archive find
 //! it at once.
 //!
-//! Container images (`oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`)
-//! are packed the same way, their layers applied ([`crate::oci`]).
+//! Container images (`oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`,
+//! `docker://HOST/REPO[:TAG|@DIGEST]`) are packed the same way, their
+//! layers applied ([`crate::oci`]). A `docker://` name may also be a
+//! hoard image pushed there (`hoard push`): this is the one place that
+//! tells them apart, by the manifest. A pushed hoard image is no archive:
+//! its name is opened as it is, and the remote reader reads it lazily.
 //!
 //! An image is named by a key of the archive's size, modification time,
 //! a hash of its first and last MiB and the level it was packed at, so an
@@ -16,6 +20,7 @@
 
 use crate::level::Level;
 use crate::{create, CreateOptions, Error, Progress, Result};
+use hoard_oci::registry::artifact;
 use hoard_reader::open::ArchiveImages;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
@@ -42,6 +47,8 @@ pub struct ArchiveCache {
     pub level: u8,
     /// How packs are run; `None` runs them quietly.
     pub runner: Option<PackRunner>,
+    /// How registries (`docker://…`) are reached.
+    pub registry: hoard_oci::registry::Options,
 }
 
 impl std::fmt::Debug for ArchiveCache {
@@ -65,6 +72,7 @@ impl Default for ArchiveCache {
             dir: base.join("hoard"),
             level: DEFAULT_LEVEL,
             runner: None,
+            registry: hoard_oci::registry::Options::default(),
         }
     }
 }
@@ -126,18 +134,20 @@ impl Pack {
     }
 }
 
-/// The container image `path` names (`oci:…`, `docker-archive:…`), if
-/// it names one. A `docker://` name is left to the remote reader, which
-/// reads a hoard image pushed there lazily.
+/// The container image `path` names (`oci:…`, `docker-archive:…`,
+/// `docker://…`), if it names one.
 fn container(path: &Path) -> Option<hoard_oci::Source> {
-    path.to_str()
-        .and_then(hoard_oci::Source::parse)
-        .filter(|s| !matches!(s, hoard_oci::Source::Registry { .. }))
+    path.to_str().and_then(hoard_oci::Source::parse)
 }
 
 impl ArchiveImages for ArchiveCache {
     fn is_archive(&self, path: &Path) -> bool {
-        container(path).is_some() || is_archive(path)
+        match container(path) {
+            // A registry that cannot be asked: the remote reader's open
+            // of the name says why.
+            Some(source) => self.lookup_container(&source).is_ok_and(|c| c.is_some()),
+            None => is_archive(path),
+        }
     }
 
     fn image_for(&self, path: &Path) -> hoard_reader::Result<Option<PathBuf>> {
@@ -145,10 +155,17 @@ impl ArchiveImages for ArchiveCache {
             hoard_reader::Error::Io(format!("cannot {what} '{}': {e}", path.display()))
         };
         if let Some(source) = container(path) {
+            // A registry's name may be a hoard image's: its error is not
+            // a container image's.
+            let what = match source {
+                hoard_oci::Source::Registry { .. } => "read registry image",
+                _ => "read container image",
+            };
             let pack = match self.lookup_container(&source) {
-                Ok(Cached::Ready(image)) => return Ok(Some(image)),
-                Ok(Cached::ToPack(pack)) => pack,
-                Err(e) => return Err(cannot("read container image", e)),
+                Ok(None) => return Ok(None),
+                Ok(Some(Cached::Ready(image))) => return Ok(Some(image)),
+                Ok(Some(Cached::ToPack(pack))) => pack,
+                Err(e) => return Err(cannot(what, e)),
             };
             return self
                 .pack(pack)
@@ -182,12 +199,20 @@ impl ArchiveCache {
 
     /// The image of the container image `source` in the cache, named by
     /// its manifest's digest, or the build that makes it (from the
-    /// manifest of that digest, whatever a tag names by then).
-    fn lookup_container(&self, source: &hoard_oci::Source) -> Result<Cached> {
+    /// manifest of that digest, whatever a tag names by then); `None`
+    /// for a hoard image pushed to a registry, which is read as it is.
+    fn lookup_container(&self, source: &hoard_oci::Source) -> Result<Option<Cached>> {
         let oci = |e: hoard_oci::Error| Error::Input(e.to_string());
-        let opened = source.open().map_err(oci)?;
-        let image =
-            hoard_oci::Image::resolve(&*opened.store, &opened.reference, None).map_err(oci)?;
+        let opened = source.open(&self.registry).map_err(oci)?;
+        let mut reference = opened.reference;
+        if let hoard_oci::Source::Registry { .. } = source {
+            let fetched = opened.store.manifest(&reference).map_err(oci)?;
+            if artifact::parse(&fetched).map_err(oci)?.is_some() {
+                return Ok(None);
+            }
+            reference = fetched.digest.to_string();
+        }
+        let image = hoard_oci::Image::resolve(&*opened.store, &reference, None).map_err(oci)?;
         let key = format!(
             "{}-{}.l{}",
             image.manifest_digest.algorithm(),
@@ -195,7 +220,7 @@ impl ArchiveCache {
             self.level
         );
         let pinned = PathBuf::from(source.name_with(&image.manifest_digest.to_string()));
-        self.cached(&pinned, &key)
+        self.cached(&pinned, &key).map(Some)
     }
 
     /// The image of the archive at `archive` in the cache, or the build
@@ -217,6 +242,7 @@ impl ArchiveCache {
         options.scan.with_devices = true;
         options.scan.with_specials = true;
         options.scan.spool_dir = Some(self.dir.clone());
+        options.registry = self.registry.clone();
         Ok(Cached::ToPack(Box::new(Pack {
             archive: archive.to_path_buf(),
             options,

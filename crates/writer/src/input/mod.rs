@@ -8,8 +8,9 @@
 //!   reads it;
 //! * the objects under an `s3://bucket/prefix/`: [`crate::objects`]
 //!   fetches them;
-//! * a container image (`oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`):
-//!   [`crate::oci`] applies its layers;
+//! * a container image (`oci:LAYOUT[:TAG]`, `docker-archive:FILE[:REF]`,
+//!   `docker://HOST/REPO[:TAG|@DIGEST]`): [`crate::oci`] applies its
+//!   layers;
 //! * a stack of images: `stack` reads their merged tree;
 //! * images to merge: `parts` reads their trees side by side.
 //!
@@ -50,7 +51,7 @@ enum Kind<'a> {
 
 impl<'a> Kind<'a> {
     /// What `input` is. A path is told by its form, then by what is
-    /// there: a container image's name (`oci:`, `docker-archive:`), a URL of one remote file is an archive (an `s3://` key is
+    /// there: a container image's name (`oci:`, `docker-archive:`, `docker://`), a URL of one remote file is an archive (an `s3://` key is
     /// asked for), any other `s3://` URL names objects, `-` is standard
     /// input, and anything but a directory is an archive file.
     fn of(input: &'a Input) -> Self {
@@ -108,6 +109,7 @@ pub fn scan(
             &source,
             options.platform.as_ref(),
             options.container_layers,
+            &options.registry,
             scan,
             filter,
             progress,

@@ -1,5 +1,5 @@
 //! Stage 1 for a container image (`-i oci:LAYOUT[:TAG]`,
-//! `-i docker-archive:FILE[:REF]`): the image's layers, applied in order
+//! `-i docker-archive:FILE[:REF]`, `-i docker://HOST/REPO[:TAG]`): the image's layers, applied in order
 //! under OCI's whiteout rules, become the same [`Tree`](crate::tree::Tree)
 //! a directory scan gives, and the image's config is kept for the
 //! metadata.
@@ -26,6 +26,7 @@ use crate::input::stack::image_scan_options;
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
 use crate::{Error, Result};
 use hoard_archive::ArchiveReader;
+use hoard_oci::registry::Options as RegistryOptions;
 use hoard_oci::spec::Descriptor;
 use hoard_oci::{Image, Platform, Source, Store};
 use layered::Layered;
@@ -36,29 +37,34 @@ fn oci_error(e: hoard_oci::Error) -> Error {
 }
 
 /// Reads the container image `source` names (the one for `platform`,
-/// this machine's if `None`; only its bottom `layers` layers if given)
-/// into a tree, as `scan` says.
+/// this machine's if `None`; only its bottom `layers` layers if given;
+/// a registry reached with `registry`) into a tree, as `scan` says.
 pub fn scan_source(
     source: &Source,
     platform: Option<&Platform>,
     layers: Option<usize>,
+    registry: &RegistryOptions,
     scan: &ScanOptions,
     filter: Option<&Filter>,
     progress: &ScanProgress,
 ) -> Result<Scanned> {
-    let opened = source.open().map_err(oci_error)?;
+    let opened = source.open(registry).map_err(oci_error)?;
     let image = Image::resolve(&*opened.store, &opened.reference, platform).map_err(oci_error)?;
     scan_image(&*opened.store, &image, layers, scan, filter, progress)
 }
 
-/// The names of the layers of the image `source` names (for `platform`),
-/// bottom first: each the hex of its chain digest, the digest of its
+/// The names of the layers of the image `source` names (for `platform`;
+/// a registry reached with `registry`), bottom first: each the hex of its chain digest, the digest of its
 /// own digest after the chain digest of the layers below (the first's
 /// is its digest), as OCI's chain ids. A name stands for a layer over
 /// exactly those below it, so images that share base layers share these
 /// names, and a layer is never put on other layers than it was made on.
-pub fn layer_names(source: &Source, platform: Option<&Platform>) -> Result<Vec<String>> {
-    let opened = source.open().map_err(oci_error)?;
+pub fn layer_names(
+    source: &Source,
+    platform: Option<&Platform>,
+    registry: &RegistryOptions,
+) -> Result<Vec<String>> {
+    let opened = source.open(registry).map_err(oci_error)?;
     let image = Image::resolve(&*opened.store, &opened.reference, platform).map_err(oci_error)?;
     let mut chain: Option<hoard_oci::Digest> = None;
     let mut names = Vec::new();
