@@ -372,6 +372,16 @@ def record_hot_list(b: Bench, w: Workload, recorder: Variant, image: str, out: s
         raise RuntimeError(f"{recorder.label} recorded no file")
 
 
+def with_entry(hot_list: str) -> str:
+    """A copy of `hot_list` with the bundle's entry first: a bundle opens
+    it before the app (a run through the bundle's own mount records it so
+    too); left out, it would be read from the cold blocks."""
+    path = hot_list + ".bundle"
+    with open(hot_list) as f, open(path, "w") as out:
+        out.write(BUNDLE_ENTRY + "\n" + f.read())
+    return path
+
+
 def build_images(b: Bench, w: Workload, vs: list) -> dict:
     """Packs the workload's tree with every variant that can run; returns
     variant id -> image path. A variant that fails gets its `why_not`."""
@@ -400,6 +410,8 @@ def build_images(b: Bench, w: Workload, vs: list) -> dict:
                 recorder = next(d for d in vs if d.id == v.hot_list)
                 hot_list = os.path.join(b.work, w.id, f"hot-files-{recorder.id}.txt")
                 record_hot_list(b, w, recorder, images[recorder.id], hot_list)
+                if v.bundle:
+                    hot_list = with_entry(hot_list)
             b.run(v.build(b.find, tree, image, hot_list))
             images[v.id] = image
         except RuntimeError as e:
