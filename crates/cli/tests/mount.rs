@@ -323,12 +323,24 @@ fn hoard_mount_serves_the_tree_and_unmounts_on_a_signal() {
     drop(mounted);
     assert!(mounts_under(&mnt).is_empty());
 
-    // In the foreground: SIGTERM unmounts, and it exits 0.
+    // In the foreground: SIGTERM unmounts, and it exits 0. (On a mount
+    // point of its own: the detached driver above, exiting, unmounts its
+    // mount point by path, which could take a new mount there with it.)
+    let mnt = dir.path().join("mnt2");
+    std::fs::create_dir(&mnt).unwrap();
     let mut child = hoard_mount()
         .args([s(&image), s(&mnt), "-f"])
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    eventually("the foreground mount", || !mounts_under(&mnt).is_empty());
+    eventually("the foreground mount", || {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            panic!("hoard-mount -f exited ({status}) before mounting: {err}");
+        }
+        !mounts_under(&mnt).is_empty()
+    });
     let _guard = FuseMount(mnt.clone());
     assert_same_tree(&tree, &mnt, "mtime_ns");
     // SAFETY: kill only sends a signal to the child.
