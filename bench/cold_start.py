@@ -25,6 +25,11 @@ Workloads, each a tree copied from this machine and packed by every variant:
 - `perl`: Perl's modules (`/usr/share/perl`, `/usr/lib/x86_64-linux-gnu/
   perl` and `perl-base`); the system's `perl` loads 38 of them with
   `@INC` set to the mount alone.
+- `gcc`: a C toolchain: gcc 12's driver, `cc1` (33 MB), `as`, their own
+  libraries (isl, mpc, mpfr, gmp, bfd) and the headers of Debian's C
+  library and kernel headers packages; the mount's `gcc --sysroot=MNT`
+  compiles a small C file with -O2 to an object file, with
+  `LD_LIBRARY_PATH` pointing at the mount's libraries.
 Before the timed runs, one warm run per variant checks that every module
 was loaded from the mount.
 
@@ -37,11 +42,16 @@ workload to its end, stop the clock, read the FUSE driver's peak memory
 every variant goes once, the order rotated by one each run, so that
 drift of the machine hits all alike. Ratios are against kernel EROFS.
 
+hoard's images are mounted with `hoard-mount IMAGE MNT` (the FUSE driver
+alone, built beside `hoard`), as DwarFS's are with `dwarfs`; with
+`hoard mount` where it is missing.
+
 Hot-ordered images: a warm run on the plain image (hoard's, or
 DwarFS's) mounted by its own driver with `-o analysis_file=FILE` records
 the files the workload opens; that list builds a second image, mounted
-with `-o preload_category=hotness`: `hoard create --categorize=hotness
---hotness-list=FILE` (hot files first, in the list's order, LZ4 HC), and
+with `-o preload_category=hotness`: `hoard create -l9 --categorize=hotness
+--hotness-list=FILE` (hot files first, in the list's order, LZ4 HC; the
+rest, which the app does not read, with level 9's LZMA), and
 `mkdwarfs --categorize=hotness --hotness-list=FILE
 --order=hotness::explicit:file=FILE`.
 
@@ -53,6 +63,14 @@ its time is the bundle run from a dropped page cache to its exit: the
 runtime's start, the mount, the workload and the unmount; no mount time
 or driver memory of its own is shown.
 
+The floor (`floor` row): the workload run on a copy of the tree in
+memory (tmpfs, which dropping the page cache leaves alone), so no file
+system reads or decodes anything and nothing is mounted; what lies
+outside the tree (the C library, the system's perl, ...) is as cold as
+in every other run. No file system can start the app faster, so a
+workload whose floor is above 0.8x of EROFS's total cannot meet #46's
+goal.
+
 Everything is unmounted on the way out, Ctrl-C and SIGTERM included.
 """
 
@@ -62,6 +80,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -92,6 +111,23 @@ PERL_MODULES = (
     "List::Util MIME::Base64 Math::BigInt POSIX Pod::Usage Scalar::Util Socket Storable "
     "Term::ANSIColor Test::More Text::ParseWords Text::Wrap Time::HiRes Time::Local").split()
 PERL_INC = ("lib/perl/5.36", "share/perl/5.36", "lib/perl-base")
+GCC = "/usr/lib/gcc/x86_64-linux-gnu/12"
+GCC_LIBS = ("libisl.so.23", "libmpc.so.3", "libmpfr.so.6", "libgmp.so.10",
+            "libbfd-2.40-system.so", "libsframe.so.0")  # cc1's and as's own
+GCC_SOURCE = """#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    double sum = 0;
+    for (int i = 1; i < argc; i++)
+        sum += sqrt(atof(argv[i]));
+    printf("%g %zu %ld\\n", sum, strlen(argv[0]), (long)getpid());
+    return 0;
+}
+"""
 
 
 @dataclasses.dataclass
@@ -103,6 +139,8 @@ class Workload:
     sources: tuple  # (path on this machine, path in the tree)
     command: object  # (mnt) -> argv that starts the app
     strays: object  # (mnt) -> argv printing what the app loaded from elsewhere
+    files: object = None  # () -> more files to copy, each to its own path in the tree
+    texts: tuple = ()  # (path in the tree, text) written into it
 
 
 def python_argv(mnt: str, code: str) -> list:
@@ -115,6 +153,38 @@ def perl_argv(mnt: str, code: str) -> list:
     inc = ", ".join(f"'{os.path.join(mnt, d)}'" for d in PERL_INC)
     uses = " ".join(f"use {m};" for m in PERL_MODULES)
     return ["perl", "-e", f"BEGIN {{ @INC = ({inc}) }} {uses} {code}"]
+
+
+def gcc_argv(mnt: str, *more: str) -> list:
+    """The toolchain on the mount (gcc, cc1, as, their libraries, the C
+    library's headers, as `--sysroot`) compiling the tree's `src/hello.c`
+    with -O2 to an object file."""
+    return ["env", f"LD_LIBRARY_PATH={mnt}/usr/lib/x86_64-linux-gnu",
+            f"{mnt}/usr/bin/gcc", f"--sysroot={mnt}", "-O2", *more, "-c",
+            f"{mnt}/src/hello.c", "-o", "/tmp/hoard-cold-start-hello.o"]
+
+
+def gcc_strays(mnt: str) -> list:
+    """Prints the programs, headers and libraries the compile took from
+    outside the mount (`-v` names the programs, `-H` the headers, ld.so's
+    trace the libraries of cc1 and as)."""
+    libs = "|".join(re.escape(n) for n in GCC_LIBS)
+    trace = " ".join(f"'{mnt}/usr/{p}'" for p in
+                     ("lib/gcc/x86_64-linux-gnu/12/cc1", "x86_64-linux-gnu/bin/as"))
+    compile_ = " ".join(f"'{a}'" for a in gcc_argv(mnt, "-v", "-H"))
+    return ["bash", "-c", f"set -o pipefail; {{ {compile_} 2>&1 && "
+            f"for p in {trace}; do LD_LIBRARY_PATH='{mnt}/usr/lib/x86_64-linux-gnu' "
+            f"LD_TRACE_LOADED_OBJECTS=1 $p; done; }} | awk '/^\\.+ / {{ print $2 }} "
+            f"/^ [^ ]*\\/(cc1|as) / {{ print $1 }} /^\\t({libs}) => / {{ print $3 }}' "
+            f"| {{ grep -v '^{mnt}/' || true; }}"]
+
+
+def c_library_headers() -> list:
+    """The headers of Debian's C library and kernel headers packages."""
+    out = subprocess.run(["dpkg", "-L", "libc6-dev", "linux-libc-dev"], check=True,
+                         capture_output=True, text=True).stdout.split()
+    return sorted(f for f in set(out) if f.startswith("/usr/include/")
+                  and (os.path.islink(f) or os.path.isfile(f)))
 
 
 WORKLOADS = [
@@ -133,6 +203,14 @@ WORKLOADS = [
              lambda m: perl_argv(m, ""),
              lambda m: perl_argv(m, f"print qq($_\\n) for grep {{ index($_, '{m}/') }} "
                                  "values %INC;")),
+    Workload("gcc", "gcc 12 compiles a small C file from the mount",
+             (("/usr/bin/x86_64-linux-gnu-gcc-12", "usr/bin/gcc"), (f"{GCC}/cc1", f"{GCC[1:]}/cc1"),
+              (f"{GCC}/include", f"{GCC[1:]}/include"),
+              ("/usr/bin/x86_64-linux-gnu-as", "usr/x86_64-linux-gnu/bin/as"),
+              *((os.path.realpath(f"/usr/lib/x86_64-linux-gnu/{n}"),
+                 f"usr/lib/x86_64-linux-gnu/{n}") for n in GCC_LIBS)),
+             lambda m: gcc_argv(m), gcc_strays, c_library_headers,
+             (("src/hello.c", GCC_SOURCE),)),
 ]
 
 
@@ -151,6 +229,15 @@ class Variant:
     # the driver of this variant on its image
     why_not: str | None = None  # set when it cannot run here
     bundle: bool = False  # the image is a bundle, run rather than mounted
+    floor: bool = False  # no image: the tree copied to memory (tmpfs), run there
+
+
+def hoard_mount(find) -> list:
+    """How hoard images are mounted: `hoard-mount` (the driver alone, a
+    quarter of `hoard`'s size, so a cold mount pages in less) when it lies
+    beside `hoard`, else `hoard mount`."""
+    small = os.path.join(os.path.dirname(find("hoard")), "hoard-mount")
+    return [small] if os.access(small, os.X_OK) else [find("hoard"), "mount"]
 
 
 def variants() -> list:
@@ -159,16 +246,16 @@ def variants() -> list:
     return [
         Variant("hoard", "hoard", ("hoard",),
                 lambda f, t, i, h: [f("hoard"), "create", "-i", t, "-o", i, "--no-progress"],
-                lambda f, i, m: [f("hoard"), "mount", i, m]),
+                lambda f, i, m: hoard_mount(f) + [i, m]),
         Variant("hoard-hot", "hoard, hot-ordered + preload", ("hoard",),
                 lambda f, t, i, h: [f("hoard"), "create", "-i", t, "-o", i, "--no-progress",
-                                    "--categorize=hotness", f"--hotness-list={h}"],
-                lambda f, i, m: [f("hoard"), "mount", i, m, "-o", "preload_category=hotness"],
+                                    "-l9", "--categorize=hotness", f"--hotness-list={h}"],
+                lambda f, i, m: hoard_mount(f) + [i, m, "-o", "preload_category=hotness"],
                 hot_list="hoard"),
         Variant("bundle", "hoard bundle, hot-ordered", ("hoard",),
                 lambda f, t, i, h: [f("hoard"), "bundle", "-i", t, "-o", i, "--entry",
-                                    BUNDLE_ENTRY, "--no-progress", "--categorize=hotness",
-                                    f"--hotness-list={h}"],
+                                    BUNDLE_ENTRY, "--no-progress", "-l9",
+                                    "--categorize=hotness", f"--hotness-list={h}"],
                 hot_list="hoard", bundle=True),
         Variant("dwarfs", "DwarFS", ("mkdwarfs", "dwarfs"),
                 lambda f, t, i, h: [f("mkdwarfs"), "-i", t, "-o", i, "--no-progress"],
@@ -187,6 +274,7 @@ def variants() -> list:
                 loop("squashfs"), kernel=True),
         Variant("squashfuse", "squashfuse (same image)", ("squashfuse",),
                 mount=lambda f, i, m: ["squashfuse", i, m], image_of="squashfs"),
+        Variant("floor", "floor: the tree in tmpfs, no image", (), floor=True),
     ]
 
 
@@ -194,8 +282,9 @@ class Bench:
     """The scratch directory, the programs and the command log of one
     invocation."""
 
-    def __init__(self, work: str, programs: tools.Programs, log):
+    def __init__(self, work: str, programs: tools.Programs, log, shm: str):
         self.work = work
+        self.shm = shm  # in memory (tmpfs): the floor's copies of the trees
         self.programs = programs
         self.mnt = os.path.join(work, "mnt")
         os.mkdir(self.mnt)
@@ -237,6 +326,15 @@ def copy_tree(w: Workload, tree: str) -> None:
         dest = os.path.join(tree, dest)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         subprocess.run(["cp", "-a", src, dest], check=True)
+    for src in w.files() if w.files else ():
+        dest = os.path.join(tree, src.lstrip("/"))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copy2(src, dest, follow_symlinks=False)
+    for path, text in w.texts:
+        path = os.path.join(tree, path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
     entry = os.path.join(tree, BUNDLE_ENTRY)
     with open(entry, "w") as f:
         f.write(bundle_entry(w))
@@ -274,6 +372,16 @@ def record_hot_list(b: Bench, w: Workload, recorder: Variant, image: str, out: s
         raise RuntimeError(f"{recorder.label} recorded no file")
 
 
+def with_entry(hot_list: str) -> str:
+    """A copy of `hot_list` with the bundle's entry first: a bundle opens
+    it before the app (a run through the bundle's own mount records it so
+    too); left out, it would be read from the cold blocks."""
+    path = hot_list + ".bundle"
+    with open(hot_list) as f, open(path, "w") as out:
+        out.write(BUNDLE_ENTRY + "\n" + f.read())
+    return path
+
+
 def build_images(b: Bench, w: Workload, vs: list) -> dict:
     """Packs the workload's tree with every variant that can run; returns
     variant id -> image path. A variant that fails gets its `why_not`."""
@@ -291,6 +399,10 @@ def build_images(b: Bench, w: Workload, vs: list) -> dict:
         if v.image_of:
             images[v.id] = images[v.image_of]
             continue
+        if v.floor:
+            images[v.id] = os.path.join(b.shm, w.id)
+            shutil.copytree(tree, images[v.id], symlinks=True)
+            continue
         image = os.path.join(b.work, w.id, v.id + ".img")
         hot_list = None
         try:
@@ -298,6 +410,8 @@ def build_images(b: Bench, w: Workload, vs: list) -> dict:
                 recorder = next(d for d in vs if d.id == v.hot_list)
                 hot_list = os.path.join(b.work, w.id, f"hot-files-{recorder.id}.txt")
                 record_hot_list(b, w, recorder, images[recorder.id], hot_list)
+                if v.bundle:
+                    hot_list = with_entry(hot_list)
             b.run(v.build(b.find, tree, image, hot_list))
             images[v.id] = image
         except RuntimeError as e:
@@ -310,6 +424,8 @@ def check_strays(b: Bench, w: Workload, v: Variant, image: str) -> None:
     """A warm run that fails when the app loaded anything from outside the mount."""
     if v.bundle:
         r = subprocess.run([image, "strays"], capture_output=True, text=True, timeout=120)
+    elif v.floor:
+        r = subprocess.run(w.strays(image), capture_output=True, text=True, timeout=120)
     else:
         with b.mounted(v, image):
             r = subprocess.run(w.strays(b.mnt), capture_output=True, text=True, timeout=120)
@@ -322,8 +438,8 @@ def cold_run(b: Bench, w: Workload, v: Variant, image: str) -> dict:
     """One cold start: mount and workload timed from a dropped page cache."""
     measure.drop_caches()
     start = time.perf_counter()
-    if v.bundle:
-        b.run([image, "run"], timeout=120)
+    if v.bundle or v.floor:
+        b.run([image, "run"] if v.bundle else w.command(image), timeout=120)
         end = time.perf_counter()
         return {"mount": None, "app": end - start, "total": end - start, "rss": None}
     with b.mounted(v, image) as pid:
@@ -369,8 +485,10 @@ def table(w: Workload, vs: list, images: dict, samples: dict, runs: int) -> str:
         rss = [s["rss"] for s in samples[v.id] if s["rss"]]
         memory = (f"{statistics.median(rss) / 1024:.0f} MiB" if rss
                   else "– (kernel)" if v.kernel else "–")
-        mount = "in the run" if v.bundle else f"{m['mount'] * 1e3:.0f} ms"
-        lines.append(f"| {v.label} | {os.path.getsize(images[v.id]) / 1e6:.1f} MB "
+        mount = ("in the run" if v.bundle else "none" if v.floor
+                 else f"{m['mount'] * 1e3:.0f} ms")
+        size = "–" if v.floor else f"{os.path.getsize(images[v.id]) / 1e6:.1f} MB"
+        lines.append(f"| {v.label} | {size} "
                      f"| {mount} | {m['app']:.3f} s | {m['total']:.3f} s "
                      f"| {ratio} | {memory} |")
     skipped = [f"- {v.label}: {v.why_not}" for v in vs if v.why_not]
@@ -399,8 +517,9 @@ def main() -> int:
     programs = tools.Programs(os.path.abspath(a.hoard), dwarfs_bin)
     log_path = os.path.join(a.work, "hoard-cold-start.log")
     with (tempfile.TemporaryDirectory(prefix="hoard-cold-start-", dir=a.work) as work,
+          tempfile.TemporaryDirectory(prefix="hoard-cold-start-", dir="/dev/shm") as shm,
           open(log_path, "wb") as log):
-        b = Bench(work, programs, log)
+        b = Bench(work, programs, log, shm)
         for w in WORKLOADS:
             if w.id not in a.workloads:
                 continue

@@ -131,6 +131,40 @@ fn hot_files_come_first_in_blocks_of_their_own_and_read_back() {
 }
 
 #[test]
+fn hot_blocks_stay_small_whatever_the_block_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    let mut list = String::new();
+    for i in 0..3u64 {
+        let text: String = noise(1 << 20, i + 1)
+            .chunks(4)
+            .map(|n| format!("{}\n", u32::from_le_bytes(n.try_into().unwrap())))
+            .collect();
+        std::fs::write(tree.join(format!("f{i}")), text).unwrap();
+        list.push_str(&format!("f{i}\n"));
+    }
+    let list_file = dir.path().join("hot.list");
+    std::fs::write(&list_file, list).unwrap();
+    let image = dir.path().join("hot.dwarfs");
+    let hot_list = format!("--hotness-list={}", s(&list_file));
+    create_image(&tree, &image, &["-S22", "--categorize=hotness", &hot_list]);
+    let fs = Filesystem::open(&image, &FsOptions::default()).unwrap();
+    let hot: Vec<u64> = (0..fs.block_count() as u32)
+        .filter(|&b| fs.block_category(b) == Some("hotness"))
+        .map(|b| fs.decoded_size(b))
+        .collect();
+    assert!(hot.len() > 3, "{hot:?}");
+    assert!(hot.iter().all(|&size| size <= 1 << 20), "{hot:?}");
+    assert_same_tree(&tree, &image, "mtime_ns");
+    if dwarfs_bin().is_some() {
+        let into = dir.path().join("dwarfs");
+        dwarfs_check_and_extract(&image, &into);
+        assert_same_files(&tree, &into);
+    }
+}
+
+#[test]
 fn an_explicit_order_lays_the_listed_files_out_first() {
     let (dir, tree, list) = tree_and_list();
     let build = |name: &str, order: String| {

@@ -280,3 +280,71 @@ fn analysis_file_lists_the_files_opened_in_first_open_order() {
     );
     assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0, "not mounted");
 }
+
+/// `hoard-mount`, the driver alone: `hoard-mount IMAGE MNT -o OPTIONS`.
+fn hoard_mount() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_hoard-mount"))
+}
+
+#[test]
+fn hoard_mount_serves_the_tree_and_unmounts_on_a_signal() {
+    let Some(dir) = fuse_tempdir() else {
+        return;
+    };
+    let (tree, image) = mixed_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+
+    // Detached, preloading: ready when it returns.
+    let out = hoard_mount()
+        .args([s(&image), s(&mnt), "-o", "preload_all,cachesize=1m"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mounted = FuseMount(mnt.clone());
+    assert_same_tree(&tree, &mnt, "mtime_ns");
+    // The same errors as `hoard mount`, on one line.
+    let free = dir.path().join("free");
+    std::fs::create_dir(&free).unwrap();
+    for (args, expected) in [
+        (vec![s(&image), s(&mnt)], "already a mount point"),
+        (vec![s(&tree), s(&free)], "is a directory"),
+        (
+            vec![s(&image), s(&mnt), "-o", "trust=k"],
+            "unknown mount option",
+        ),
+        (vec![s(&image)], "needs an image and a mount point"),
+    ] {
+        let out = hoard_mount().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    drop(mounted);
+    assert!(mounts_under(&mnt).is_empty());
+
+    // In the foreground: SIGTERM unmounts, and it exits 0. (On a mount
+    // point of its own: the detached driver above, exiting, unmounts its
+    // mount point by path, which could take a new mount there with it.)
+    let mnt = dir.path().join("mnt2");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut child = hoard_mount()
+        .args([s(&image), s(&mnt), "-f"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the foreground mount", || {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            panic!("hoard-mount -f exited ({status}) before mounting: {err}");
+        }
+        !mounts_under(&mnt).is_empty()
+    });
+    let _guard = FuseMount(mnt.clone());
+    assert_same_tree(&tree, &mnt, "mtime_ns");
+    // SAFETY: kill only sends a signal to the child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert!(mounts_under(&mnt).is_empty());
+}

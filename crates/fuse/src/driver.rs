@@ -725,29 +725,42 @@ impl fuser::Filesystem for Driver {
         let started = Instant::now();
         // From blocks already decoded, the read is a copy: answered here,
         // without a hop to the pool (which costs more than the copy).
-        let mut buf = vec![0u8; size as usize];
-        match fs.read_cached(ino, offset, &mut buf) {
-            Ok(Some(n)) => {
-                perf.record(Op::ReaderRead, started.elapsed());
-                reply.data(&buf[..n]);
-                perf.record(Op::Read, started.elapsed());
+        let missing = with_read_buf(size as usize, |buf| {
+            match fs.read_cached(ino, offset, buf) {
+                Ok(Some(n)) => {
+                    perf.record(Op::ReaderRead, started.elapsed());
+                    reply.data(&buf[..n]);
+                    perf.record(Op::Read, started.elapsed());
+                    Ok(None)
+                }
+                Ok(None) => Ok(Some(reply)),
+                Err(e) => {
+                    reply.error(failures.errno(&e));
+                    Err(())
+                }
+            }
+        });
+        let reply = match missing {
+            Ok(Some(reply)) => reply,
+            Ok(None) => {
                 if readahead > 0 {
                     self.pool
                         .spawn(move || prefetch(&fs, ino, offset + u64::from(size), readahead));
                 }
                 return;
             }
-            Ok(None) => {}
-            Err(e) => return reply.error(failures.errno(&e)),
-        }
+            Err(()) => return,
+        };
         self.pool.spawn(move || {
             let reading = Instant::now();
-            let result = fs.read(ino, offset, &mut buf);
-            perf.record(Op::ReaderRead, reading.elapsed());
-            match result {
-                Ok(n) => reply.data(&buf[..n]),
-                Err(e) => reply.error(failures.errno(&e)),
-            }
+            with_read_buf(size as usize, |buf| {
+                let result = fs.read(ino, offset, buf);
+                perf.record(Op::ReaderRead, reading.elapsed());
+                match result {
+                    Ok(n) => reply.data(&buf[..n]),
+                    Err(e) => reply.error(failures.errno(&e)),
+                }
+            });
             perf.record(Op::Read, started.elapsed());
             if readahead > 0 {
                 prefetch(&fs, ino, offset + u64::from(size), readahead);
@@ -965,6 +978,30 @@ fn seek(extents: &[hoard_reader::Extent], offset: u64, data: bool) -> Option<u64
         pos = end;
     }
     (!data).then_some(size)
+}
+
+thread_local! {
+    /// The buffer each thread reads file data into before replying, kept
+    /// for the next read: a fresh one of 128 KiB (a read's usual size) is
+    /// mapped, faulted in page by page and unmapped (with a TLB flush on
+    /// the other cores) every time, since `bound_malloc` maps allocations
+    /// from 128 KiB on. At most a read's size (1 MiB) a thread.
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on this thread's read buffer, `size` bytes of it (what a
+/// read before left in it included: `f` writes what it uses); on a new
+/// buffer if this thread's is in use (a read inside a read).
+fn with_read_buf<R>(size: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    READ_BUF.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < size {
+                buf.resize(size, 0);
+            }
+            f(&mut buf[..size])
+        }
+        Err(_) => f(&mut vec![0; size]),
+    })
 }
 
 /// Decompresses the blocks holding the next `len` bytes of `ino` from `from`.

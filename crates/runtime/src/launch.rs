@@ -287,7 +287,7 @@ fn remove_tree(dir: &Path) {
 
 /// Blocks `signals` in this thread (and the threads it starts); returns
 /// the set for `sigwait`.
-fn blocked_signals(signals: &[i32]) -> libc::sigset_t {
+pub(crate) fn blocked_signals(signals: &[i32]) -> libc::sigset_t {
     // SAFETY: sigset_t is plain data, set up by sigemptyset.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();

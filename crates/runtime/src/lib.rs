@@ -11,8 +11,14 @@
 //! [`launch::run`]; `hoard bundle` writes the note with [`note::Note`].
 //! It needs only the C library and `fusermount3`: the codecs' C code is
 //! linked in.
+//!
+//! The same small set of crates makes `hoard-mount` ([`mount`]), the
+//! driver alone for mounts that start apps; it and `hoard mount` detach
+//! the same way ([`detach`]).
 
+pub mod detach;
 pub mod fusermount;
 pub mod guardian;
 pub mod launch;
+pub mod mount;
 pub mod note;

@@ -297,11 +297,16 @@ fn plan_streams(
                     1
                 }
             };
+            let block_size = if category.name == crate::categorize::hotness::HOTNESS {
+                block_size.min(crate::categorize::hotness::MAX_BLOCK_SIZE)
+            } else {
+                block_size
+            };
             let bits = s.window_bits.unwrap_or(options.window_bits);
             let window = if bits == 0 || granularity > 1 {
                 0
             } else {
-                1usize << bits
+                (1usize << bits).min(block_size)
             };
             let shift = s.window_step_shift.unwrap_or(options.window_step_shift);
             let split_lone_block = lone_block_parts(&*c, granularity, options.workers);

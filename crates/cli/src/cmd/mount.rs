@@ -1,17 +1,14 @@
 //! `hoard mount` and `hoard umount`.
 //!
-//! By default the driver detaches once the kernel has accepted the mount:
-//! the process forks before doing anything else, the child opens the image
-//! and mounts, and reports success or its one-line error through a pipe, so
-//! the parent exits 0 only when the mount is ready and 1 with the error
-//! otherwise. SIGINT, SIGTERM and SIGHUP unmount cleanly.
+//! By default the driver detaches once the kernel has accepted the mount
+//! (`hoard_runtime::detach`, as `hoard-mount` does): the parent exits 0
+//! only when the mount is ready and 1 with the child's error otherwise.
+//! SIGINT, SIGTERM and SIGHUP unmount cleanly.
 
 use crate::args::{MountArgs, UmountArgs};
 use anyhow::{bail, Context, Result};
 use hoard_fuse::options::MountOptions;
 use hoard_reader::open::{open, Target};
-use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -22,47 +19,15 @@ pub fn run(args: &MountArgs) -> Result<u8> {
     let (rest, remote) = remote_options(&args.options)?;
     let (target, options) = crate::target::of_mount(args, &rest, &remote)?;
     if args.foreground {
-        return serve(args, &options, &target, |_| {});
+        return serve(args, &options, &target, || {});
     }
-    let (read_end, write_end) = pipe()?;
-    // A thread running now could leave the child a lock held forever.
-    let threads = std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count());
-    if threads > 1 {
-        bail!("internal error: {threads} threads run before the mount forks");
-    }
-    // SAFETY: no other thread exists in this process (checked above), so
-    // the child may run arbitrary code after fork.
-    match unsafe { libc::fork() } {
-        -1 => Err(std::io::Error::last_os_error()).context("fork"),
-        0 => {
-            drop(read_end);
-            let status = std::cell::RefCell::new(Some(std::fs::File::from(write_end)));
-            // SAFETY: setsid has no preconditions.
-            unsafe { libc::setsid() };
-            let result = serve(args, &options, &target, |_| {
-                if let Some(mut w) = status.borrow_mut().take() {
-                    let _ = w.write_all(b"ok");
-                }
-                detach_stdio();
-            });
-            if let (Err(e), Some(mut w)) = (&result, status.borrow_mut().take()) {
-                let _ = w.write_all(crate::one_line(e).as_bytes());
-            }
-            std::process::exit(if result.is_ok() { 0 } else { 1 });
-        }
-        _child => {
-            drop(write_end);
-            let mut msg = String::new();
-            std::fs::File::from(read_end).read_to_string(&mut msg)?;
-            if msg == "ok" {
-                Ok(0)
-            } else if msg.is_empty() {
-                bail!("the driver exited before the mount was ready")
-            } else {
-                bail!("{msg}")
-            }
-        }
-    }
+    hoard_runtime::detach::detached(|ready| {
+        serve(args, &options, &target, ready)
+            .map(|_| ())
+            .map_err(|e| crate::one_line(&e))
+    })
+    .map_err(anyhow::Error::msg)?;
+    Ok(0)
 }
 
 /// Takes the `remote_*` options out of `-o` options (they set how remote
@@ -90,7 +55,7 @@ fn serve(
     args: &MountArgs,
     options: &MountOptions,
     target: &Target,
-    ready: impl FnOnce(()),
+    ready: impl FnOnce(),
 ) -> Result<u8> {
     crate::pool::build_global_pool();
     let mounted: Arc<Mutex<Option<hoard_fuse::Mounted>>> = Arc::new(Mutex::new(None));
@@ -109,7 +74,7 @@ fn serve(
     let fsname = mount_source(args.images());
     hoard_fuse::serve(view, &fsname, args.mountpoint(), options, |m| {
         *mounted.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
-        ready(());
+        ready();
     })
     .map_err(anyhow::Error::msg)?;
     Ok(0)
@@ -141,31 +106,6 @@ fn mount_source(images: &[PathBuf]) -> String {
     match images.len() {
         0 | 1 => first,
         n => format!("{first}+{}", n - 1),
-    }
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("pipe");
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// Points stdin, stdout and stderr at /dev/null once detached.
-fn detach_stdio() {
-    if let Ok(null) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/null")
-    {
-        use std::os::fd::AsRawFd;
-        for fd in 0..3 {
-            // SAFETY: dup2 onto the standard descriptors.
-            unsafe { libc::dup2(null.as_raw_fd(), fd) };
-        }
     }
 }
 
