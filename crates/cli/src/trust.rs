@@ -14,8 +14,7 @@ use hoard_writer::output::OutputOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Public key files trusted by every command, separated by `:`.
-pub const TRUST_ENV: &str = "HOARD_TRUST";
+use hoard_reader::open::{IDENTITY_ENV, TRUST_ENV};
 
 /// Key files named for reading images: `--trust`, `--identity` and
 /// `--passphrase-file` (or `--input-passphrase-file`; mount's `trust=`,
@@ -79,9 +78,6 @@ pub fn no_core_dumps() {
     // SAFETY: prctl with PR_SET_DUMPABLE takes a plain integer.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
 }
-
-/// Identity files used by every command, separated by `:`.
-pub const IDENTITY_ENV: &str = "HOARD_IDENTITY";
 
 /// The identities in the files `--identity` names and in those of
 /// `HOARD_IDENTITY`, and the passphrase in `passphrase` (a file); `None`

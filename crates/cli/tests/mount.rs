@@ -320,6 +320,21 @@ fn hoard_mount_serves_the_tree_and_unmounts_on_a_signal() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(expected), "{args:?}: {err}");
     }
+    // Keys it cannot apply are refused, not ignored.
+    for var in ["HOARD_TRUST", "HOARD_IDENTITY"] {
+        let out = hoard_mount()
+            .args([s(&image), s(&free)])
+            .env(var, "key")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{var}: {err}");
+        assert!(
+            err.contains(var) && err.lines().count() == 1,
+            "{var}: {err}"
+        );
+    }
+    assert!(mounts_under(&free).is_empty());
     drop(mounted);
     assert!(mounts_under(&mnt).is_empty());
 

@@ -23,6 +23,13 @@ use crate::{Filesystem, FsOptions, Image, Set, Stack, View};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Public key files trusted by every command, separated by `:`. A
+/// front end that cannot apply them refuses to open with them set.
+pub const TRUST_ENV: &str = "HOARD_TRUST";
+
+/// Identity files used by every command, separated by `:`.
+pub const IDENTITY_ENV: &str = "HOARD_IDENTITY";
+
 /// How archive files named as images become images: the writer's
 /// `ArchiveCache` packs each into an image kept in a cache. The reader
 /// reads no archive itself.

@@ -3,7 +3,8 @@
 //! `mkdwarfs`. It links only the reader and the driver (a quarter of the
 //! `hoard` binary), so a cold mount pages in less. The `-o` options are
 //! the driver's (`hoard_fuse::options::MountOptions`); keys, archives and
-//! remote images are `hoard mount`'s.
+//! remote images are `hoard mount`'s, and with `HOARD_TRUST` or
+//! `HOARD_IDENTITY` set it refuses to mount rather than ignore them.
 
 use crate::detach::detached;
 use hoard_fuse::options::MountOptions;
@@ -72,6 +73,14 @@ fn parse(args: Vec<OsString>) -> Result<Option<Args>, String> {
             }
             _ => paths.push(PathBuf::from(arg)),
         }
+    }
+    if let Some(name) = [open::TRUST_ENV, open::IDENTITY_ENV]
+        .into_iter()
+        .find(|name| std::env::var_os(name).is_some())
+    {
+        return Err(format!(
+            "{name} is set, and hoard-mount applies no keys: mount with `hoard mount`"
+        ));
     }
     let [image, mountpoint] = <[PathBuf; 2]>::try_from(paths)
         .map_err(|_| format!("needs an image and a mount point\n{USAGE}"))?;
