@@ -11,12 +11,14 @@
 //!   one: files of one kind together (all `.py`, then all `.so`, …),
 //!   within a kind the files of one directory together, in path order,
 //!   and the same file from many versions of a tree side by side, its
-//!   versions in the order of the top directories that hold them; the
+//!   versions in the order of the top directories that hold them, read
+//!   as versions (`app-1.9` before `app-1.10`); the
 //!   files of one stem below the top (`de.po`, `de.mo`) count as the least
 //!   of their extensions, so that they sit together too;
 //! * `name-nilsimsa[:max-children=N][:max-cluster-size=N]` — the files of
-//!   one name as a unit, as `revpath` within it (the versions of one file
-//!   side by side), and the units ordered as `nilsimsa` orders contents,
+//!   one name as a unit, as `revpath` within it with directories read as
+//!   versions (the versions of one file side by side, in release order),
+//!   and the units ordered as `nilsimsa` orders contents,
 //!   each by the digest of its largest content: kinds of data meet by
 //!   content, not by name;
 //! * `nilsimsa[:max-children=N][:max-cluster-size=N]` — DwarFS's order: by
@@ -252,6 +254,25 @@ fn revpath_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a.rsplit(|&c| c == b'/').cmp(b.rsplit(|&c| c == b'/'))
 }
 
+/// Compares paths read backwards as [`revpath_cmp`] does, each directory
+/// as a version ([`version_cmp`]): the copies of a file in the releases
+/// of a tree side by side stand in release order.
+fn revpath_version_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let mut ra = a.rsplit(|&c| c == b'/');
+    let mut rb = b.rsplit(|&c| c == b'/');
+    loop {
+        match (ra.next(), rb.next()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some(x), Some(y)) => match version_cmp(x, y) {
+                std::cmp::Ordering::Equal => {}
+                order => return order,
+            },
+        }
+    }
+}
+
 /// Compares paths below the trunk as if the trees at their top (the
 /// releases or snapshots of a tree side by side) were one: by the path
 /// below the top directory without its name's extension, component by
@@ -467,7 +488,7 @@ fn order_name_nilsimsa(
         let (pa, pb) = (path(a), path(b));
         base_name(pa)
             .cmp(base_name(pb))
-            .then_with(|| revpath_cmp(pa, pb))
+            .then_with(|| revpath_version_cmp(pa, pb))
             .then(a.cmp(&b))
     });
     // Units with their weight (bytes) and digest: that of their largest
@@ -919,6 +940,17 @@ mod tests {
                 "app-2.0/lib.py",
             ]
         );
+    }
+
+    #[test]
+    fn reversed_paths_compare_their_directories_as_versions() {
+        use std::cmp::Ordering::*;
+        let cmp = |a: &str, b: &str| revpath_version_cmp(a.as_bytes(), b.as_bytes());
+        assert_eq!(cmp("a-1.9/x/f.py", "a-1.10/x/f.py"), Less);
+        // The innermost directory first, as in `revpath`.
+        assert_eq!(cmp("a-1.10/x/f.py", "a-1.9/y/f.py"), Less);
+        assert_eq!(cmp("x/f.py", "a/x/f.py"), Less);
+        assert_eq!(cmp("a/x/f.py", "a/x/f.py"), Equal);
     }
 
     #[test]
