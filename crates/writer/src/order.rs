@@ -11,12 +11,14 @@
 //!   one: files of one kind together (all `.py`, then all `.so`, …),
 //!   within a kind the files of one directory together, in path order,
 //!   and the same file from many versions of a tree side by side, its
-//!   versions in the order of the top directories that hold them; the
+//!   versions in the order of the top directories that hold them, read
+//!   as versions (`app-1.9` before `app-1.10`); the
 //!   files of one stem below the top (`de.po`, `de.mo`) count as the least
 //!   of their extensions, so that they sit together too;
 //! * `name-nilsimsa[:max-children=N][:max-cluster-size=N]` — the files of
-//!   one name as a unit, as `revpath` within it (the versions of one file
-//!   side by side), and the units ordered as `nilsimsa` orders contents,
+//!   one name as a unit, as `revpath` within it with directories read as
+//!   versions (the versions of one file side by side, in release order),
+//!   and the units ordered as `nilsimsa` orders contents,
 //!   each by the digest of its largest content: kinds of data meet by
 //!   content, not by name;
 //! * `nilsimsa[:max-children=N][:max-cluster-size=N]` — DwarFS's order: by
@@ -252,11 +254,32 @@ fn revpath_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a.rsplit(|&c| c == b'/').cmp(b.rsplit(|&c| c == b'/'))
 }
 
+/// Compares paths read backwards as [`revpath_cmp`] does, each directory
+/// as a version ([`version_cmp`]): the copies of a file in the releases
+/// of a tree side by side stand in release order.
+fn revpath_version_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let mut ra = a.rsplit(|&c| c == b'/');
+    let mut rb = b.rsplit(|&c| c == b'/');
+    loop {
+        match (ra.next(), rb.next()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some(x), Some(y)) => match version_cmp(x, y) {
+                std::cmp::Ordering::Equal => {}
+                order => return order,
+            },
+        }
+    }
+}
+
 /// Compares paths below the trunk as if the trees at their top (the
 /// releases or snapshots of a tree side by side) were one: by the path
 /// below the top directory without its name's extension, component by
-/// component, then by the extension, then by the top directory. A file
-/// directly at the top is a path below no directory.
+/// component, then by the extension, then by the top directory as a
+/// version ([`version_cmp`]), so that the releases of a tree stand in
+/// release order. A file directly at the top is a path below no
+/// directory.
 fn side_by_side_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     let ((top_a, below_a), (top_b, below_b)) = (split_top(a), split_top(b));
     let ((stem_a, ext_a), (stem_b, ext_b)) = (split_extension(below_a), split_extension(below_b));
@@ -264,7 +287,40 @@ fn side_by_side_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
         .split(|&c| c == b'/')
         .cmp(stem_b.split(|&c| c == b'/'))
         .then_with(|| ext_a.cmp(ext_b))
-        .then_with(|| top_a.cmp(top_b))
+        .then_with(|| version_cmp(top_a, top_b))
+}
+
+/// Compares names as versions: runs of digits by their numbers, the
+/// bytes between them as they are, so that `Django-1.9` comes before
+/// `Django-1.10` and the releases of a tree side by side stand in
+/// release order. Names equal as versions (`1.02` and `1.2`) compare as
+/// bytes.
+fn version_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    fn runs(name: &[u8]) -> impl Iterator<Item = (bool, &[u8])> {
+        name.chunk_by(|x, y| x.is_ascii_digit() == y.is_ascii_digit())
+            .map(|run| (run[0].is_ascii_digit(), run))
+    }
+    fn number(digits: &[u8]) -> &[u8] {
+        let zeros = digits.iter().take_while(|&&d| d == b'0').count();
+        &digits[zeros..]
+    }
+    let mut ra = runs(a);
+    let mut rb = runs(b);
+    loop {
+        let order = match (ra.next(), rb.next()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some((true, x)), Some((true, y))) => {
+                let (x, y) = (number(x), number(y));
+                x.len().cmp(&y.len()).then_with(|| x.cmp(y))
+            }
+            (Some((_, x)), Some((_, y))) => x.cmp(y),
+        };
+        if order.is_ne() {
+            return order;
+        }
+    }
 }
 
 /// A path without its name's extension, and the extension (empty if the
@@ -432,7 +488,7 @@ fn order_name_nilsimsa(
         let (pa, pb) = (path(a), path(b));
         base_name(pa)
             .cmp(base_name(pb))
-            .then_with(|| revpath_cmp(pa, pb))
+            .then_with(|| revpath_version_cmp(pa, pb))
             .then(a.cmp(&b))
     });
     // Units with their weight (bytes) and digest: that of their largest
@@ -863,6 +919,54 @@ mod tests {
                 "app-1.0/test/models.py",
             ]
         );
+    }
+
+    #[test]
+    fn similarity_order_puts_the_versions_of_a_file_in_release_order() {
+        let paths = [
+            "app-1.10/lib.py",
+            "app-1.9.2/lib.py",
+            "app-2.0/lib.py",
+            "app-1.9.10/lib.py",
+            "app-1.9/lib.py",
+        ];
+        assert_eq!(
+            similarity_order(&paths),
+            [
+                "app-1.9/lib.py",
+                "app-1.9.2/lib.py",
+                "app-1.9.10/lib.py",
+                "app-1.10/lib.py",
+                "app-2.0/lib.py",
+            ]
+        );
+    }
+
+    #[test]
+    fn reversed_paths_compare_their_directories_as_versions() {
+        use std::cmp::Ordering::*;
+        let cmp = |a: &str, b: &str| revpath_version_cmp(a.as_bytes(), b.as_bytes());
+        assert_eq!(cmp("a-1.9/x/f.py", "a-1.10/x/f.py"), Less);
+        // The innermost directory first, as in `revpath`.
+        assert_eq!(cmp("a-1.10/x/f.py", "a-1.9/y/f.py"), Less);
+        assert_eq!(cmp("x/f.py", "a/x/f.py"), Less);
+        assert_eq!(cmp("a/x/f.py", "a/x/f.py"), Equal);
+    }
+
+    #[test]
+    fn versions_compare_by_their_numbers() {
+        use std::cmp::Ordering::*;
+        let cmp = |a: &str, b: &str| version_cmp(a.as_bytes(), b.as_bytes());
+        assert_eq!(cmp("v1.9", "v1.10"), Less);
+        assert_eq!(cmp("v10", "v9"), Greater);
+        assert_eq!(cmp("v1.2", "v1.2"), Equal);
+        // Equal as versions: the bytes decide, so the order is total.
+        assert_eq!(cmp("v1.02", "v1.2"), Less);
+        assert_eq!(cmp("v1.2", "v1.2a"), Less);
+        assert_eq!(cmp("a1", "b0"), Less);
+        assert_eq!(cmp("1a", "a"), Less);
+        assert_eq!(cmp("", "0"), Less);
+        assert_eq!(cmp("18446744073709551616", "9"), Greater);
     }
 
     #[test]
