@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds hoard (release) and installs it under PREFIX (default /usr/local):
-#   bin/hoard and bin/hoard-runtime (the runtime `hoard bundle` puts in
-#   front of a bundle's image, found beside hoard), with bin/mkdwarfs, bin/dwarfs, bin/dwarfsck and
+#   bin/hoard, bin/hoard-runtime (the runtime `hoard bundle` puts in
+#   front of a bundle's image, found beside hoard) and bin/hoard-mount (the
+#   FUSE driver alone, for mounts that start apps), with bin/mkdwarfs, bin/dwarfs, bin/dwarfsck and
 #   bin/dwarfsextract as symlinks to it (each runs as that DwarFS tool);
 #   sbin/mount.dwarfs and sbin/mount.hoard, the helpers mount(8) runs for
 #   `-t dwarfs` and `-t hoard` (it looks in /sbin, so with a PREFIX other
@@ -29,6 +30,7 @@ install -d "$dest/bin" "$dest/sbin" "$dest/share/man/man1" \
   "$dest/share/fish/vendor_completions.d"
 install -m 755 "$built" "$dest/bin/hoard"
 install -m 755 "$built-runtime" "$dest/bin/hoard-runtime"
+install -m 755 "$built-mount" "$dest/bin/hoard-mount"
 for name in mkdwarfs dwarfs dwarfsck dwarfsextract; do
   ln -sfn hoard "$dest/bin/$name"
 done
