@@ -338,9 +338,7 @@ fn hoard_mount_serves_the_tree_and_unmounts_on_a_signal() {
     drop(mounted);
     assert!(mounts_under(&mnt).is_empty());
 
-    // In the foreground: SIGTERM unmounts, and it exits 0. (On a mount
-    // point of its own: the detached driver above, exiting, unmounts its
-    // mount point by path, which could take a new mount there with it.)
+    // In the foreground: SIGTERM unmounts, and it exits 0.
     let mnt = dir.path().join("mnt2");
     std::fs::create_dir(&mnt).unwrap();
     let mut child = hoard_mount()
@@ -362,4 +360,47 @@ fn hoard_mount_serves_the_tree_and_unmounts_on_a_signal() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
     assert!(mounts_under(&mnt).is_empty());
+}
+
+#[test]
+fn a_driver_unmounted_from_outside_leaves_the_next_mount_alone() {
+    let Some(dir) = fuse_tempdir() else {
+        return;
+    };
+    let (tree, image) = mixed_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mount = || {
+        let out = hoard_mount().args([s(&image), s(&mnt)]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let pid = xattr::get(&mnt, "user.dwarfs.driver.pid").unwrap().unwrap();
+        String::from_utf8(pid).unwrap().parse::<i32>().unwrap()
+    };
+    let first = mount();
+    let _guard = FuseMount(mnt.clone());
+    // The first driver is held still while its mount is taken away and
+    // another takes its place; then it sees its mount gone and exits.
+    // SAFETY: kill only sends signals.
+    unsafe { libc::kill(first, libc::SIGSTOP) };
+    let out = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let second = mount();
+    unsafe { libc::kill(first, libc::SIGCONT) };
+    eventually("the first driver exits", || {
+        // Gone, or a zombie its new parent has not reaped yet.
+        std::fs::read_to_string(format!("/proc/{first}/stat")).map_or(true, |stat| {
+            stat.rsplit(") ")
+                .next()
+                .is_some_and(|rest| rest.starts_with('Z'))
+        })
+    });
+    assert_eq!(mounts_under(&mnt).len(), 1, "the second mount is gone");
+    assert_same_tree(&tree, &mnt, "mtime_ns");
+    // Asked to, the second driver unmounts its own mount.
+    unsafe { libc::kill(second, libc::SIGTERM) };
+    eventually("the second mount ends", || mounts_under(&mnt).is_empty());
 }

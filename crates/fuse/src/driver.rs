@@ -11,14 +11,14 @@
 //! holds up other requests.
 
 use crate::analysis::Analysis;
+use crate::mounting::{self, Attached};
 use crate::options::{Mlock, MountOptions, Tidy};
 use crate::perfmon::{Op, PerfMon};
 use crate::preload::{self, Preloader};
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, MountOption, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
-    SessionACL, SessionUnmounter,
+    KernelConfig, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr, Request, SessionACL,
 };
 use hoard_reader::{Error, FileKind, Filesystem, Stat, View};
 use std::collections::HashSet;
@@ -43,13 +43,14 @@ const SEEK_HOLE: i32 = 4;
 
 /// A mounted image, handed to the caller once the mount is ready.
 pub struct Mounted {
-    unmounter: SessionUnmounter,
+    attached: Attached,
 }
 
 impl Mounted {
-    /// Unmounts; the serving loop then returns.
+    /// Unmounts (unless the mount on the directory is no longer this
+    /// one); the serving loop then returns.
     pub fn unmount(&mut self) -> std::io::Result<()> {
-        self.unmounter.unmount()
+        self.attached.detach()
     }
 }
 
@@ -86,7 +87,8 @@ fn remote_stats(view: &dyn View) -> Option<hoard_reader::source::FetchStats> {
 
 /// Mounts `view` (named `fsname` in the mount table) on `mountpoint`,
 /// calls `ready` once the kernel has accepted the mount, and serves
-/// requests until it is unmounted.
+/// requests until it is unmounted. Ending never unmounts by itself (see
+/// [`crate::mounting`]).
 ///
 /// Every error that can be detected before mounting (bad mount point, no
 /// FUSE, an `analysis_file` that cannot be created) is returned before
@@ -103,14 +105,19 @@ pub fn serve(
     ready: impl FnOnce(Mounted),
 ) -> Result<(), String> {
     check_mountpoint(mountpoint)?;
-    let (driver, mut config) = prepare(view, options)?;
-    config.mount_options = mount_options(fsname, options);
+    let (driver, config) = prepare(view, options)?;
     let (stats_view, perf) = (driver.view.clone(), driver.perf.clone());
-    let mut session = fuser::Session::new(driver, mountpoint, &config)
-        .map_err(|e| format!("cannot mount on '{}': {e}", mountpoint.display()))?;
-    let unmounter = session.unmount_callable();
+    let allow_other = config.acl != SessionACL::Owner;
+    let (fuse, attached) = mounting::attach(mountpoint, fsname, options, allow_other)?;
+    let session = match fuser::Session::from_fd(driver, fuse, config.acl, config.clone()) {
+        Ok(session) => session,
+        Err(e) => {
+            let _ = attached.detach();
+            return Err(format!("cannot serve the mount: {e}"));
+        }
+    };
     run_session(session, (stats_view, perf), options, || {
-        ready(Mounted { unmounter })
+        ready(Mounted { attached })
     })
 }
 
@@ -202,34 +209,6 @@ fn is_mount_point(path: &Path, meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
     let parent = path.join("..");
     std::fs::metadata(parent).is_ok_and(|p| p.dev() != meta.dev() || p.ino() == meta.ino())
-}
-
-fn mount_options(fsname: &str, options: &MountOptions) -> Vec<MountOption> {
-    let mut v = vec![
-        MountOption::RO,
-        MountOption::FSName(fsname.to_string()),
-        MountOption::Subtype("hoard".into()),
-    ];
-    if options.default_permissions {
-        v.push(MountOption::DefaultPermissions);
-    }
-    for k in &options.kernel {
-        v.push(match k.as_str() {
-            "dev" => MountOption::Dev,
-            "nodev" => MountOption::NoDev,
-            "suid" => MountOption::Suid,
-            "nosuid" => MountOption::NoSuid,
-            "exec" => MountOption::Exec,
-            "noexec" => MountOption::NoExec,
-            "atime" => MountOption::Atime,
-            "noatime" => MountOption::NoAtime,
-            "sync" => MountOption::Sync,
-            "async" => MountOption::Async,
-            "dirsync" => MountOption::DirSync,
-            other => MountOption::CUSTOM(other.to_string()),
-        });
-    }
-    v
 }
 
 /// Starts the thread that tidies the block cache every `tidy_interval`

@@ -7,6 +7,9 @@
 //! * [`driver`] — the FUSE operations.
 //! * [`perfmon`] — per-operation latency histograms (`-o perfmon=...`).
 //! * [`analysis`] — the access profile (`-o analysis_file=FILE`).
+//! * [`mounting`] — mounting a connection (mount(2) or `fusermount3`),
+//!   and unmounting only the mount that is still this driver's.
+//! * [`fusermount`] — the setuid helper `fusermount3`.
 //! * [`preload`] — blocks decompressed as the image mounts
 //!   (`-o preload_all`, `-o preload_category=NAME`).
 //!
@@ -22,6 +25,8 @@
 
 pub mod analysis;
 pub mod driver;
+pub mod fusermount;
+pub mod mounting;
 pub mod options;
 pub mod perfmon;
 pub mod preload;

@@ -2,9 +2,9 @@
 //! private mount, else from an extracted copy), or one of the
 //! `--bundle-*` commands, taken only as the exact first argument.
 
-use crate::fusermount::{self, AutoUnmount};
 use crate::guardian::{self, Watched};
 use crate::note::Note;
+use hoard_fuse::fusermount;
 use hoard_fuse::options::{MountOptions, Preload};
 use hoard_reader::extract::{extract, ExtractOptions, Patterns};
 use hoard_reader::{open, ImageOffset, Target, View};
@@ -195,7 +195,12 @@ fn serve(
         options.preload = Preload::Category(HOT.into());
     }
     let fsname = bundle.path.to_string_lossy();
-    let (fuse, auto_unmount): (_, AutoUnmount) = fusermount::mount(helper, dir, &fsname)?;
+    let list = format!(
+        "ro,nosuid,nodev,auto_unmount,subtype=hoard,fsname={}",
+        fusermount::option_value(&fsname)
+    );
+    // Its watch unmounts if this process is killed.
+    let (fuse, auto_unmount) = fusermount::mount(helper, dir, &list)?;
     watch(Mounted {
         helper: helper.to_path_buf(),
         dir: dir.to_path_buf(),

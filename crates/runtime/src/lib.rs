@@ -1,7 +1,7 @@
 //! The runtime of self-running bundles (`hoard bundle`): the program at
 //! the start of a bundle file, followed by a note ([`note`]) and a DwarFS
 //! image. Run, it finds the image behind itself, mounts it privately with
-//! FUSE (`fusermount3 -o auto_unmount`, [`fusermount`]) or, where FUSE is
+//! FUSE (`fusermount3 -o auto_unmount`, `hoard_fuse::fusermount`) or, where FUSE is
 //! missing or the mount fails, extracts it to a temporary directory, and
 //! replaces itself with the image's entry ([`launch`]). Detached
 //! guardian processes ([`guardian`]) unmount or remove the copy once the
@@ -17,7 +17,6 @@
 //! the same way ([`detach`]).
 
 pub mod detach;
-pub mod fusermount;
 pub mod guardian;
 pub mod launch;
 pub mod mount;

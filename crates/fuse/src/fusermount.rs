@@ -1,10 +1,9 @@
-//! Mounting through `fusermount3` with `auto_unmount`.
-//!
-//! `fusermount3` (setuid root, part of every FUSE installation) mounts,
-//! hands back the `/dev/fuse` connection over a socket, and then stays,
+//! Mounting through `fusermount3`, the setuid helper of every FUSE
+//! installation: it mounts and hands the `/dev/fuse` connection back over
+//! a socket. With `auto_unmount` among the options it then stays,
 //! watching that socket: when the process holding it ends, however it
-//! ends (SIGKILL included), it unmounts. The runtime unmounts by itself
-//! when the entry exits; `auto_unmount` covers a driver that is killed.
+//! ends (SIGKILL included), it unmounts. Without, it exits once the
+//! connection is handed over.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -17,11 +16,20 @@ use std::process::{Child, Command, Stdio};
 /// The helper program.
 const FUSERMOUNT: &str = "fusermount3";
 
-/// The mount's watch by `fusermount3`: dropping it (or the end of the
-/// process) unmounts, if the mount is still there.
-pub struct AutoUnmount {
-    _socket: UnixStream,
-    _helper: Child,
+/// The `fusermount3` that mounted: with `auto_unmount`, its watch over
+/// the mount. Dropping it closes the socket, which makes a watching
+/// helper unmount (if the mount is still there), and waits for the
+/// helper to exit.
+pub struct Helper {
+    socket: Option<UnixStream>,
+    child: Child,
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        drop(self.socket.take());
+        let _ = self.child.wait();
+    }
 }
 
 /// `fusermount3` as found in `PATH`, if `/dev/fuse` exists too: whether a
@@ -36,23 +44,22 @@ pub fn helper() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Mounts a read-only FUSE file system named `fsname` on `mountpoint`
-/// with `helper`; returns the connection to serve and its watch.
-pub fn mount(
-    helper: &Path,
-    mountpoint: &Path,
-    fsname: &str,
-) -> Result<(OwnedFd, AutoUnmount), String> {
+/// `fsname` made fit for a `-o` list: commas separate options, so none
+/// may be in the name.
+pub fn option_value(fsname: &str) -> String {
+    fsname.replace([',', '\\'], "_")
+}
+
+/// Mounts a FUSE file system on `mountpoint` with `helper` and the mount
+/// `options` (a `-o` list); returns the connection to serve and the
+/// helper.
+pub fn mount(helper: &Path, mountpoint: &Path, options: &str) -> Result<(OwnedFd, Helper), String> {
     let (ours, theirs) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
     let fd = theirs.as_raw_fd();
-    // Commas separate options: none in the name.
-    let fsname: String = fsname.replace([',', '\\'], "_");
     let mut command = Command::new(helper);
     command
         .arg("-o")
-        .arg(format!(
-            "ro,nosuid,nodev,auto_unmount,subtype=hoard,fsname={fsname}"
-        ))
+        .arg(options)
         .arg("--")
         .arg(mountpoint)
         .env("_FUSE_COMMFD", fd.to_string())
@@ -76,9 +83,9 @@ pub fn mount(
     match receive_fd(&ours) {
         Some(fuse) => Ok((
             fuse,
-            AutoUnmount {
-                _socket: ours,
-                _helper: child,
+            Helper {
+                socket: Some(ours),
+                child,
             },
         )),
         None => {
@@ -114,6 +121,25 @@ pub fn unmount_lazily(helper: &Path, mountpoint: &Path) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
+}
+
+/// Unmounts `mountpoint` (`fusermount3 -u`), for a user who may not
+/// call umount(2).
+pub fn unmount(helper: &Path, mountpoint: &Path) -> std::io::Result<()> {
+    let status = Command::new(helper)
+        .args([OsStr::new("-u"), OsStr::new("-q"), OsStr::new("--")])
+        .arg(mountpoint)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "{FUSERMOUNT} -u failed ({status})"
+        )))
+    }
 }
 
 /// The descriptor `fusermount3` sends over `socket`, if any.
