@@ -389,6 +389,51 @@ fn a_container_image_mounts_from_the_registry_converted_once() {
     let d = differences_below_root(&mnt, &rootfs, "mtime_ns");
     assert!(d.is_empty(), "{d}");
     drop(guard);
+
+    // `create --layers` fetches each blob once (not the lower layer again
+    // for the layer above it), and leaves only the layers behind; they
+    // stack as umoci's rootfs.
+    let layers = dir.path().join("layers");
+    let before = proxy.served();
+    let made = hoard()
+        .args(["create", "-i", &url, "--layers", s(&layers), "--json"])
+        .env("HOARD_REMOTE", REMOTE)
+        .output()
+        .unwrap();
+    let listed: serde_json::Value =
+        serde_json::from_str(&ok(&made, "create --layers from a registry")).unwrap();
+    let served = proxy.served() - before;
+    let size = |d: &serde_json::Value| d["size"].as_u64().unwrap();
+    let blobs: u64 = manifest["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(size)
+        .sum();
+    let lower = size(&manifest["layers"][0]);
+    assert!(
+        served < blobs + lower / 2,
+        "fetched {served} bytes for {blobs} bytes of layers"
+    );
+    let paths: Vec<&str> = listed["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["path"].as_str().unwrap())
+        .collect();
+    let mut left: Vec<_> = std::fs::read_dir(&layers)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    left.sort();
+    let mut expected: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
+    expected.sort();
+    assert_eq!(left, expected);
+    let mounted = common::mount_ok(&paths, &mnt, &[]);
+    let d = differences_below_root(&mnt, &rootfs, "mtime_ns");
+    assert!(d.is_empty(), "{d}");
+    drop(mounted);
 }
 
 /// The htpasswd line of user `hoard` with password [`PASSWORD`] (bcrypt,

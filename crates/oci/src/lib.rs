@@ -6,7 +6,8 @@
 //! save` archive ([`docker_archive`]), or a registry. [`spec`] parses the
 //! manifests, indexes and configs, [`image::Image::resolve`] follows a
 //! reference to the image of a platform, and [`source`] parses the names
-//! users give (`oci:DIR[:TAG]`, `docker-archive:FILE[:REF]`). Nothing here
+//! users give (`oci:DIR[:TAG]`, `docker-archive:FILE[:REF]`), and
+//! [`mirror`] copies an image into a new layout. Nothing here
 //! knows hoard's image format; the writer turns an image's layers into a
 //! tree, and the remote reader reads a hoard image pushed as a blob.
 
@@ -16,6 +17,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod image;
 pub mod layout;
+pub mod mirror;
 pub mod registry;
 pub mod source;
 pub mod spec;

@@ -91,7 +91,7 @@ pub struct CreateOptions {
     /// (`--platform`); `None`: this machine's.
     pub platform: Option<hoard_oci::Platform>,
     /// For a container image: apply only its bottom N layers (one layer
-    /// of `create --layers`, see [`crate::oci::layer_names`]); `None`:
+    /// of `create --layers`, see [`crate::oci::LayerInput`]); `None`:
     /// all.
     pub container_layers: Option<usize>,
     /// How a container image in a registry (`docker://…`) is reached:

@@ -1,7 +1,9 @@
 //! `hoard create -i CONTAINER --layers DIR`: one image layer per layer of
 //! a container image, each built over those below it (`--base`, a delta
 //! layer, whiteouts and opaque directories for what the layer deletes),
-//! named by the layer's chain digest ([`hoard_writer::oci::layer_names`]).
+//! named by the layer's chain digest ([`hoard_writer::oci::LayerInput`]).
+//! An image in a registry is copied once into a scratch layout in `DIR`,
+//! and removed when all layers are made.
 //! A layer already in `DIR` is kept, so images that share base layers
 //! share those files. Prints the stack, bottom first.
 
@@ -26,10 +28,17 @@ pub fn run(args: &CreateArgs, dir: &Path) -> Result<u8> {
         .as_deref()
         .map(hoard_oci::Platform::parse)
         .transpose()?;
-    let names =
-        hoard_writer::oci::layer_names(&source, platform.as_ref(), &args.registry.options()?)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot make '{}'", dir.display()))?;
     let cancel = super::interrupt::exit_on_signals()?;
+    let input_name = args.input.to_string_lossy();
+    let layers = hoard_writer::oci::layer_input(
+        &input_name,
+        &source,
+        platform.as_ref(),
+        &args.registry.options()?,
+        &std::path::absolute(dir)?,
+    )?;
+    let names = &layers.names;
     let mut stack: Vec<PathBuf> = Vec::new();
     let mut listed = Vec::new();
     for (i, name) in names.iter().enumerate() {
@@ -37,6 +46,7 @@ pub fn run(args: &CreateArgs, dir: &Path) -> Result<u8> {
         let made = !path.exists();
         if made {
             let mut o = options(args)?;
+            o.input = PathBuf::from(&layers.input).into();
             o.output = args.protect.options(&path, args.force, args.fsync)?;
             o.container_layers = Some(i + 1);
             if !stack.is_empty() {

@@ -24,12 +24,14 @@ use crate::archive::{Builder, Spool};
 use crate::filter::Filter;
 use crate::input::stack::image_scan_options;
 use crate::scan::{ScanOptions, ScanProgress, Scanned};
+use crate::scratch::ScratchDir;
 use crate::{Error, Result};
 use hoard_archive::ArchiveReader;
 use hoard_oci::registry::Options as RegistryOptions;
 use hoard_oci::spec::Descriptor;
 use hoard_oci::{Image, Platform, Source, Store};
 use layered::Layered;
+use std::path::Path;
 
 /// An error of the container image read.
 fn oci_error(e: hoard_oci::Error) -> Error {
@@ -53,19 +55,57 @@ pub fn scan_source(
     scan_image(&*opened.store, &image, layers, scan, filter, progress)
 }
 
-/// The names of the layers of the image `source` names (for `platform`;
-/// a registry reached with `registry`), bottom first: each the hex of its chain digest, the digest of its
-/// own digest after the chain digest of the layers below (the first's
-/// is its digest), as OCI's chain ids. A name stands for a layer over
-/// exactly those below it, so images that share base layers share these
-/// names, and a layer is never put on other layers than it was made on.
-pub fn layer_names(
+/// What `create --layers` builds its layers from.
+pub struct LayerInput {
+    /// The layers' names, bottom first: each the hex of its chain
+    /// digest, the digest of its own digest after the chain digest of
+    /// the layers below (the first's is its digest), as OCI's chain ids.
+    /// A name stands for a layer over exactly those below it, so images
+    /// that share base layers share these names, and a layer is never
+    /// put on other layers than it was made on.
+    pub names: Vec<String>,
+    /// The input each layer is read from: the source itself, or its copy.
+    pub input: String,
+    /// A registry image's copy, removed when this is dropped.
+    _copy: Option<ScratchDir>,
+}
+
+/// The layers of the image `source` names (`name` as the user gave it;
+/// for `platform`; a registry reached with `registry`). Layer N is built
+/// from layers 1 to N, so an image in a registry is first copied into a
+/// scratch layout in `dir` (the layers' directory): each blob is fetched
+/// once, not once per layer above it. A local source is read in place.
+pub fn layer_input(
+    name: &str,
     source: &Source,
     platform: Option<&Platform>,
     registry: &RegistryOptions,
-) -> Result<Vec<String>> {
+    dir: &Path,
+) -> Result<LayerInput> {
     let opened = source.open(registry).map_err(oci_error)?;
     let image = Image::resolve(&*opened.store, &opened.reference, platform).map_err(oci_error)?;
+    let names = chain_names(&image)?;
+    // `oci:DIR` cannot name a directory with a colon in its path.
+    let copyable = dir.to_str().is_some_and(|d| !d.contains(':'));
+    if !matches!(source, Source::Registry { .. }) || !copyable {
+        return Ok(LayerInput {
+            names,
+            input: name.to_string(),
+            _copy: None,
+        });
+    }
+    let copy = ScratchDir::new_in(dir, "pull")?;
+    hoard_oci::mirror::mirror(&*opened.store, &image, copy.path()).map_err(oci_error)?;
+    Ok(LayerInput {
+        names,
+        input: format!("oci:{}", copy.path().display()),
+        _copy: Some(copy),
+    })
+}
+
+/// The chain names of `image`'s layers, bottom first (see
+/// [`LayerInput::names`]).
+fn chain_names(image: &Image) -> Result<Vec<String>> {
     let mut chain: Option<hoard_oci::Digest> = None;
     let mut names = Vec::new();
     for layer in &image.manifest.layers {
