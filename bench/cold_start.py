@@ -9,6 +9,7 @@ per workload (bench/README.md; figures in doc/bench/cold-start.md).
 
     bench/cold_start.py                  # every workload, median of 5 runs
     bench/cold_start.py --runs 3 --workloads python
+    bench/cold_start.py --workloads gcc --variants hoard-hot hoard-hot-zstd erofs floor
 
 Run it as root on Debian 12 (the workloads take its Python 3.11 and Perl
 5.36; it installs the bench suite's packages when they are missing, see
@@ -62,6 +63,11 @@ check (`bundle-entry strays`) on `$HOARD_BUNDLE_DIR` through `/bin/sh`;
 its time is the bundle run from a dropped page cache to its exit: the
 runtime's start, the mount, the workload and the unmount; no mount time
 or driver memory of its own is shown.
+
+One variant runs only when `--variants` names it (which also takes the
+variants whose images it needs): `hoard-hot-zstd`, hot blocks
+compressed with zstd (`$HOARD_HOT_ZSTD`, `zstd:level=19` by default)
+instead of LZ4 HC.
 
 The floor (`floor` row): the workload run on a copy of the tree in
 memory (tmpfs, which dropping the page cache leaves alone), so no file
@@ -230,6 +236,21 @@ class Variant:
     why_not: str | None = None  # set when it cannot run here
     bundle: bool = False  # the image is a bundle, run rather than mounted
     floor: bool = False  # no image: the tree copied to memory (tmpfs), run there
+    extra: bool = False  # run only when --variants names it
+
+
+# The hot blocks' compression of the `hoard-hot-zstd` variant.
+HOT_ZSTD = os.environ.get("HOARD_HOT_ZSTD", "zstd:level=19")
+
+
+def selected(vs: list, ids: list | None) -> list:
+    """The variants `ids` names (every one not `extra` when None), with
+    those whose images they need, in table order."""
+    want = {v.id for v in vs if (v.id in ids if ids else not v.extra)}
+    for v in reversed(vs):
+        if v.id in want:
+            want |= {d for d in (v.image_of, v.hot_list) if d}
+    return [v for v in vs if v.id in want]
 
 
 def hoard_mount(find) -> list:
@@ -252,6 +273,12 @@ def variants() -> list:
                                     "-l9", "--categorize=hotness", f"--hotness-list={h}"],
                 lambda f, i, m: hoard_mount(f) + [i, m, "-o", "preload_category=hotness"],
                 hot_list="hoard"),
+        Variant("hoard-hot-zstd", "hoard, hot-ordered (zstd) + preload", ("hoard",),
+                lambda f, t, i, h: [f("hoard"), "create", "-i", t, "-o", i, "--no-progress",
+                                    "-l9", "--categorize=hotness", f"--hotness-list={h}",
+                                    "-C", f"hotness::{HOT_ZSTD}"],
+                lambda f, i, m: hoard_mount(f) + [i, m, "-o", "preload_category=hotness"],
+                hot_list="hoard", extra=True),
         Variant("bundle", "hoard bundle, hot-ordered", ("hoard",),
                 lambda f, t, i, h: [f("hoard"), "bundle", "-i", t, "-o", i, "--entry",
                                     BUNDLE_ENTRY, "--no-progress", "-l9",
@@ -502,6 +529,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--workloads", nargs="+", choices=[w.id for w in WORKLOADS],
                     default=[w.id for w in WORKLOADS])
+    ap.add_argument("--variants", nargs="+", choices=[v.id for v in variants()],
+                    help="the variants to run (and those whose images they need); "
+                    "default: all but the extra one (hoard-hot-zstd)")
     ap.add_argument("--hoard", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")), "release", "hoard"))
     ap.add_argument("--work", default="/var/tmp",
@@ -523,7 +553,7 @@ def main() -> int:
         for w in WORKLOADS:
             if w.id not in a.workloads:
                 continue
-            vs = variants()
+            vs = selected(variants(), a.variants)
             probe(vs, programs)
             images, samples = bench_workload(b, w, vs, a.runs)
             print(table(w, vs, images, samples, a.runs) + "\n", flush=True)
