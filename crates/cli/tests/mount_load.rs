@@ -225,6 +225,13 @@ fn perfmon_reports_latencies() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    // The report's size is asked for (as getfattr does) before the files
+    // are read; the report then grows (read requests), and still fits.
+    let path = std::ffi::CString::new(s(&mnt)).unwrap();
+    let name = std::ffi::CString::new("user.dwarfs.perfmon").unwrap();
+    // SAFETY: NUL-terminated strings; a size query writes nothing.
+    let size = unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
+    assert!(size > 0, "{}", std::io::Error::last_os_error());
     let mut sizes = HashMap::new();
     for e in std::fs::read_dir(mnt.join("misc")).unwrap() {
         let p = e.unwrap().path();
@@ -233,7 +240,19 @@ fn perfmon_reports_latencies() {
         }
     }
     assert!(!sizes.is_empty());
-    let live = String::from_utf8(xattr(&mnt, "user.dwarfs.perfmon").unwrap()).unwrap();
+    let mut live = vec![0u8; size as usize];
+    // SAFETY: `live` has room for the `size` bytes the call may write.
+    let got = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            live.as_mut_ptr().cast(),
+            live.len(),
+        )
+    };
+    assert!(got > 0, "{}", std::io::Error::last_os_error());
+    live.truncate(got as usize);
+    let live = String::from_utf8(live).unwrap();
     assert!(
         live.contains("fuse.lookup") && live.contains("reader.read"),
         "{live}"

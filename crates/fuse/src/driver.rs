@@ -37,6 +37,10 @@ const XATTR_PID: &str = "user.dwarfs.driver.pid";
 const XATTR_INODEINFO: &str = "user.dwarfs.inodeinfo";
 /// Extended attribute with the latency report (on the root, with perfmon).
 const XATTR_PERFMON: &str = "user.dwarfs.perfmon";
+/// Room beyond the latency report's length given to a size query.
+const PERFMON_ROOM: usize = 4096;
+/// The largest extended attribute value Linux passes on.
+const XATTR_SIZE_MAX: usize = 65536;
 /// `lseek` whence values the kernel forwards to FUSE.
 const SEEK_DATA: i32 = 3;
 const SEEK_HOLE: i32 = 4;
@@ -855,7 +859,15 @@ impl fuser::Filesystem for Driver {
         let value = if name == XATTR_PID {
             Ok(std::process::id().to_string())
         } else if name == XATTR_PERFMON {
-            Ok(self.perf.report_with(remote_stats(self.view.as_ref())))
+            let report = self.perf.report_with(remote_stats(self.view.as_ref()));
+            if size == 0 {
+                // The report grows between a size query and the read that
+                // follows (both are counted in it): room to spare, so that
+                // the read fits.
+                let room = (report.len() + PERFMON_ROOM).min(XATTR_SIZE_MAX);
+                return reply.size(room as u32);
+            }
+            Ok(report)
         } else {
             self.inode_info(ino)
         };
