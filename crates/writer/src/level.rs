@@ -20,7 +20,7 @@
 //!   its optimal parser takes a match of 128 bytes as it comes (level
 //!   20's own target is 256), which takes about an eighth off its time
 //!   for 0.07-0.12% more bytes;
-//! * at levels 7 and 9, a block whose samples compress to under 15% at
+//! * at levels 6, 7 and 9, a block whose samples compress to under 15% at
 //!   zstd level 3 (many versions of a file side by side) gets a longer
 //!   search: zstd's target length of 256, or lzma's extreme preset;
 //! * at level 7, metadata of at most [`SMALL_METADATA`] bytes is
