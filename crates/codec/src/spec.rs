@@ -39,6 +39,10 @@ struct Zstd {
     /// in that order; zstd still shrinks them to fit a small block, so
     /// they cost memory only where the block needs it.
     tuning: Vec<(&'static str, u32, ZstdParameter)>,
+    /// The target length for a redundant block
+    /// ([`zstd_encode::is_redundant`]), in place of the tuned or
+    /// the level's own.
+    redundant_target_length: Option<u32>,
     encoder: zstd_encode::Encoder,
 }
 
@@ -96,6 +100,11 @@ impl Compressor for Zstd {
             // the block, so the writer stores the block as it is.
             return self.encoder.compress(data, 1, &[]);
         }
+        if let Some(target) = self.redundant_target_length {
+            if spread.is_empty() && zstd_encode::is_redundant(data)? {
+                parameters.push((ZstdParameter::ZSTD_c_targetLength, i64::from(target)));
+            }
+        }
         self.encoder.compress(data, self.level, &parameters)
     }
     fn describe(&self) -> String {
@@ -105,7 +114,11 @@ impl Compressor for Zstd {
             .iter()
             .map(|(name, value, _)| format!(":{name}={value}"))
             .collect();
-        format!("zstd:level={}{long}{tuning}", self.level)
+        let redundant = self
+            .redundant_target_length
+            .map(|t| format!(":redundant_target_length={t}"))
+            .unwrap_or_default();
+        format!("zstd:level={}{long}{tuning}{redundant}", self.level)
     }
 }
 
@@ -148,9 +161,13 @@ const MATCH_FINDER_IDS: [liblzma_sys::lzma_match_finder; 5] = [
     liblzma_sys::LZMA_MF_BT4,
 ];
 
+#[derive(Clone, Copy)]
 struct Lzma {
     level: u32,
     extreme: bool,
+    /// The extreme preset for a redundant block
+    /// ([`zstd_encode::is_redundant`]).
+    redundant_extreme: bool,
     dict_size: Option<u32>,
     binary: Option<usize>,
     mode: Option<usize>,
@@ -264,6 +281,19 @@ impl Lzma {
         })
     }
 
+    /// The extreme preset of these settings, where `redundant_extreme`
+    /// asks for it and `data` is redundant.
+    fn extreme_for(&self, data: &[u8]) -> Result<Option<Lzma>, CodecError> {
+        if !self.redundant_extreme || self.extreme || !zstd_encode::is_redundant(data)? {
+            return Ok(None);
+        }
+        Ok(Some(Lzma {
+            extreme: true,
+            redundant_extreme: false,
+            ..*self
+        }))
+    }
+
     fn encode(filters: &Filters, data: &[u8]) -> Result<Vec<u8>, CodecError> {
         let mut enc = Self::encoder(filters)?;
         enc.write_all(data).map_err(|e| failed("lzma", e))?;
@@ -282,6 +312,10 @@ impl Compressor for Lzma {
         Compression::LZMA
     }
     fn compress(&self, data: &[u8], _metadata: Option<&str>) -> Result<Vec<u8>, CodecError> {
+        if let Some(extreme) = self.extreme_for(data)? {
+            // lzma takes nothing from a block's category metadata.
+            return extreme.compress(data, None);
+        }
         if let Some(settings) = self.two_thread_settings(data.len()) {
             return lzma_encode::compress(data, &settings);
         }
@@ -337,6 +371,9 @@ impl Compressor for Lzma {
         data: &mut Arc<Vec<u8>>,
         metadata: Option<&str>,
     ) -> Result<(Vec<u8>, bool), CodecError> {
+        if let Some(extreme) = self.extreme_for(data)? {
+            return extreme.compress_shared(data, metadata);
+        }
         if let Some(settings) = self.two_thread_settings(data.len()) {
             return lzma_encode::compress_shared(data, &settings);
         }
@@ -365,6 +402,9 @@ impl Compressor for Lzma {
         let mut s = format!("lzma:level={}", self.level);
         if self.extreme {
             s.push_str(":extreme");
+        }
+        if self.redundant_extreme {
+            s.push_str(":redundant_extreme");
         }
         if let Some(n) = self.dict_size {
             s.push_str(&format!(":dict_size={n}"));
@@ -564,7 +604,10 @@ impl<'a> Options<'a> {
 /// override the level's match finder as zstd's parameters of those names
 /// do (those left out, a high level still sets for a block whose bytes
 /// are spread nearly evenly: a wider hash table, a tree reaching 4 MiB
-/// back, matches of 4 bytes or more); lzma `level` (0..9, default 9), `extreme`,
+/// back, matches of 4 bytes or more), and `redundant_target_length`, the
+/// target length for a block whose samples compress to under 15% at
+/// level 3 (many versions of a file side by side); lzma `level` (0..9, default 9), `extreme`,
+/// hoard's `redundant_extreme` (the extreme preset for such a block),
 /// `dict_size` (12..30, log2), `binary` (x86, powerpc, ia64, arm, armthumb,
 /// sparc), `mode` (fast, normal), `mf` (hc3, hc4, bt2, bt3, bt4), `nice`
 /// (2..273), `depth`, and hoard's `lc`, `lp`, `pb` (0..4, lc + lp at most
@@ -604,12 +647,14 @@ pub fn compressor_from_spec(spec: &str) -> Result<Box<dyn Compressor>, CodecErro
                     Some(value.map(|v| (name, v, parameter)))
                 })
                 .collect::<Result<_, _>>()?,
+            redundant_target_length: o.number("redundant_target_length", 0..=131_072)?,
             encoder: Default::default(),
         }),
         "lzma" => {
             let lzma = Lzma {
                 level: o.number("level", 0..=9)?.unwrap_or(9),
                 extreme: o.flag("extreme")?,
+                redundant_extreme: o.flag("redundant_extreme")?,
                 dict_size: o.number("dict_size", 12..=30)?,
                 binary: o.choice("binary", &BINARY_FILTERS)?,
                 mode: o.choice("mode", &MODES)?,

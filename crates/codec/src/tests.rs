@@ -20,12 +20,14 @@ pub(crate) const SPECS: &[&str] = &[
     "zstd:level=-5",
     "zstd:level=5:long",
     "zstd:level=19:hash_log=25:chain_log=20:search_log=3:min_match=5:target_length=64",
+    "zstd:level=12:target_length=16:redundant_target_length=64",
     "lzma:level=1",
     "lzma:level=2:extreme:dict_size=16",
     "lzma:level=0:binary=x86:mode=fast:mf=hc4:nice=32:depth=8",
     "lzma:level=3:lc=0:lp=2:pb=2",
     "lzma:level=9",
     "lzma:level=5:mf=bt2:nice=100:depth=20:lc=1:lp=1:pb=1",
+    "lzma:level=6:redundant_extreme",
     "lz4",
     "lz4hc",
     "lz4hc:level=12",
@@ -210,6 +212,11 @@ fn specs_have_dwarfs_defaults_and_describe_themselves() {
         ),
         ("lzma", "lzma:level=9"),
         ("lzma:extreme:level=6", "lzma:level=6:extreme"),
+        (
+            "zstd:redundant_target_length=256:level=20:target_length=128",
+            "zstd:level=20:target_length=128:redundant_target_length=256",
+        ),
+        ("lzma:redundant_extreme", "lzma:level=9:redundant_extreme"),
         ("lz4", "lz4"),
         ("lz4hc", "lz4hc:level=9"),
         ("brotli", "brotli:quality=11:lgwin=22"),
@@ -464,4 +471,48 @@ pub(crate) fn upstream_blocks(algo: Compression) -> Vec<Vec<u8>> {
         pos = end;
     }
     blocks
+}
+
+#[test]
+fn redundant_blocks_get_their_own_settings_and_others_do_not() {
+    // 5 MiB of 40 near copies of one text, as versions of a file side by
+    // side are, and 5 MiB of text without such repeats.
+    let base = sample_data(128 << 10);
+    let mut redundant = Vec::new();
+    for k in 0..40u8 {
+        let mut copy = base.clone();
+        copy[usize::from(k) * 3000] = k;
+        redundant.extend_from_slice(&copy);
+    }
+    let plain = sample_data(redundant.len());
+    let frame = |spec: &str, data: &[u8]| {
+        compressor_from_spec(spec)
+            .unwrap()
+            .compress(data, None)
+            .unwrap()
+    };
+    for (adaptive, redundant_spec, plain_spec) in [
+        (
+            "zstd:level=12:target_length=16:redundant_target_length=64",
+            "zstd:level=12:target_length=64",
+            "zstd:level=12:target_length=16",
+        ),
+        (
+            "lzma:level=6:redundant_extreme",
+            "lzma:level=6:extreme",
+            "lzma:level=6",
+        ),
+    ] {
+        assert_eq!(
+            frame(adaptive, &redundant),
+            frame(redundant_spec, &redundant)
+        );
+        assert_eq!(frame(adaptive, &plain), frame(plain_spec, &plain));
+        // Blocks under 4 MiB get no trial.
+        let small = &redundant[..4 << 20];
+        assert_eq!(
+            frame(adaptive, &small[..small.len() - 1]),
+            frame(plain_spec, &small[..small.len() - 1])
+        );
+    }
 }

@@ -20,6 +20,9 @@
 //!   its optimal parser takes a match of 128 bytes as it comes (level
 //!   20's own target is 256), which takes about an eighth off its time
 //!   for 0.07-0.12% more bytes;
+//! * at levels 6, 7 and 9, a block whose samples compress to under 15% at
+//!   zstd level 3 (many versions of a file side by side) gets a longer
+//!   search: zstd's target length of 256, or lzma's extreme preset;
 //! * at level 7, metadata of at most [`SMALL_METADATA`] bytes is
 //!   compressed with lzma (5-40% smaller than with zstd level 22; a mount
 //!   decodes it in at most about 20 ms), larger metadata with zstd;
@@ -87,8 +90,19 @@ const ZIP: &[Categorizer] = &[Categorizer::Zip];
 /// 256), which took 0.87 of zstd's time for 0.07-0.12% more bytes, and
 /// tries 32 candidates a position, not 128, which took 0.94 of a quick
 /// `rootfs` build's time (0.96 on `versions`) for 0.03% (0.13%) more
-/// bytes. The writer's README has the measurements.
-const DATA_L6_L7: &str = "zstd:level=20:target_length=128:search_log=5";
+/// bytes. A redundant block (samples that compress to under 15% at
+/// level 3: many versions of a file side by side) gets level 20's own
+/// target of 256, which on 40 releases of a tree took 0.3% off the
+/// image for about a fifth more of zstd's time there; a root file
+/// system's blocks do not qualify. The writer's README has the
+/// measurements.
+const DATA_L6_L7: &str = "zstd:level=20:target_length=128:search_log=5:redundant_target_length=256";
+
+/// Block compression at level 9: lzma level 9, with the extreme preset
+/// (matches weighed up to 273 bytes, a search 512 deep) for a redundant
+/// block, which took 2.6% off 40 releases of a tree for 1.5 times
+/// lzma's time there; a root file system's blocks do not qualify.
+const DATA_L9: &str = "lzma:level=9:redundant_extreme";
 
 /// The largest encoded metadata that [`Level::small_metadata`] applies to:
 /// lzma decodes 1 MiB of it in about 20 ms on one core.
@@ -156,15 +170,7 @@ const LEVELS: [Level; 10] = [
     },
     Level {
         categorizers: ZIP,
-        ..level(
-            26,
-            "lzma:level=9",
-            SCHEMA,
-            METADATA_LZMA,
-            10,
-            3,
-            Order::Similarity,
-        )
+        ..level(26, DATA_L9, SCHEMA, METADATA_LZMA, 10, 3, Order::Similarity)
     },
 ];
 
