@@ -219,6 +219,8 @@ fn perfmon_reports_latencies() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // A failed assertion unmounts, so the driver ends too.
+    let _mounted = FuseMount(mnt.clone());
     for _ in 0..500 {
         if xattr(&mnt, "user.dwarfs.driver.pid").is_some() {
             break;
