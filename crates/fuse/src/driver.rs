@@ -61,8 +61,7 @@ impl Mounted {
 /// Checks that `mountpoint` is a directory where a file system can be
 /// mounted.
 pub fn check_mountpoint(mountpoint: &Path) -> Result<(), String> {
-    let cannot_mount =
-        |why: &dyn std::fmt::Display| format!("cannot mount on '{}': {why}", mountpoint.display());
+    let cannot_mount = |why: &dyn std::fmt::Display| mounting::cannot_mount(mountpoint, why);
     let meta = std::fs::metadata(mountpoint).map_err(|e| cannot_mount(&e))?;
     if !meta.is_dir() {
         return Err(cannot_mount(&"not a directory"));

@@ -124,22 +124,26 @@ pub fn unmount_lazily(helper: &Path, mountpoint: &Path) {
 }
 
 /// Unmounts `mountpoint` (`fusermount3 -u`), for a user who may not
-/// call umount(2).
+/// call umount(2); its complaint, on one line, is the error.
 pub fn unmount(helper: &Path, mountpoint: &Path) -> std::io::Result<()> {
-    let status = Command::new(helper)
-        .args([OsStr::new("-u"), OsStr::new("-q"), OsStr::new("--")])
+    let out = Command::new(helper)
+        .args([OsStr::new("-u"), OsStr::new("--")])
         .arg(mountpoint)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(std::io::Error::other(format!(
-            "{FUSERMOUNT} -u failed ({status})"
-        )))
+        .stderr(Stdio::piped())
+        .output()?;
+    if out.status.success() {
+        return Ok(());
     }
+    let said = String::from_utf8_lossy(&out.stderr)
+        .trim()
+        .replace('\n', "; ");
+    Err(std::io::Error::other(if said.is_empty() {
+        format!("{FUSERMOUNT} -u failed ({})", out.status)
+    } else {
+        said
+    }))
 }
 
 /// The descriptor `fusermount3` sends over `socket`, if any.

@@ -35,17 +35,29 @@ impl Attached {
         if self.device.is_some() && mounted_device(&self.mountpoint) != self.device {
             return Ok(());
         }
-        let path = c_path(&self.mountpoint)?;
-        // SAFETY: `path` is a NUL-terminated path.
-        if unsafe { libc::umount2(path.as_ptr(), libc::UMOUNT_NOFOLLOW) } == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        match (err.raw_os_error(), fusermount::helper()) {
-            (Some(libc::EPERM), Some(helper)) => fusermount::unmount(&helper, &self.mountpoint),
-            _ => Err(err),
-        }
+        unmount(&self.mountpoint)
     }
+}
+
+/// Unmounts whatever is mounted on `mountpoint`: umount(2), or, for a
+/// user who may not call it, `fusermount3 -u` (a FUSE mount of the
+/// user's own).
+pub fn unmount(mountpoint: &Path) -> std::io::Result<()> {
+    let path = c_path(mountpoint)?;
+    // SAFETY: `path` is a NUL-terminated path.
+    if unsafe { libc::umount2(path.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match (err.raw_os_error(), fusermount::helper()) {
+        (Some(libc::EPERM), Some(helper)) => fusermount::unmount(&helper, mountpoint),
+        _ => Err(err),
+    }
+}
+
+/// The error of a mount on `mountpoint` that cannot be made.
+pub fn cannot_mount(mountpoint: &Path, why: &dyn std::fmt::Display) -> String {
+    format!("cannot mount on '{}': {why}", mountpoint.display())
 }
 
 /// Mounts a new FUSE connection read-only on `mountpoint`, named `fsname`
@@ -58,8 +70,7 @@ pub fn attach(
     options: &MountOptions,
     allow_other: bool,
 ) -> Result<(OwnedFd, Attached), String> {
-    let cannot_mount =
-        |why: &dyn std::fmt::Display| format!("cannot mount on '{}': {why}", mountpoint.display());
+    let cannot_mount = |why: &dyn std::fmt::Display| cannot_mount(mountpoint, why);
     let mountpoint = std::fs::canonicalize(mountpoint).map_err(|e| cannot_mount(&e))?;
     let kernel = KernelOptions::new(options, allow_other);
     let fuse = match mount_directly(&mountpoint, fsname, &kernel) {

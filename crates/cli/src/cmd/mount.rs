@@ -6,7 +6,7 @@
 //! SIGINT, SIGTERM and SIGHUP unmount cleanly.
 
 use crate::args::{MountArgs, UmountArgs};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use hoard_fuse::options::MountOptions;
 use hoard_reader::open::{open, Target};
 use std::path::PathBuf;
@@ -109,26 +109,12 @@ fn mount_source(images: &[PathBuf]) -> String {
     }
 }
 
-/// Unmounts a mount point with `fusermount3 -u` (or `umount` as root).
+/// Unmounts a mount point (`hoard_fuse::mounting::unmount`: umount(2),
+/// or `fusermount3 -u` for a user).
 pub fn umount(args: &UmountArgs) -> Result<u8> {
-    let status = std::process::Command::new("fusermount3")
-        .arg("-u")
-        .arg(&args.mountpoint)
-        .status();
-    match status {
-        Ok(s) if s.success() => Ok(0),
-        _ => {
-            let s = std::process::Command::new("umount")
-                .arg(&args.mountpoint)
-                .status()
-                .context("umount")?;
-            if s.success() {
-                Ok(0)
-            } else {
-                bail!("cannot unmount '{}'", args.mountpoint.display())
-            }
-        }
-    }
+    hoard_fuse::mounting::unmount(&args.mountpoint)
+        .with_context(|| format!("cannot unmount '{}'", args.mountpoint.display()))?;
+    Ok(0)
 }
 
 #[cfg(test)]
