@@ -23,6 +23,11 @@ Workloads, each a tree copied from this machine and packed by every variant:
   (`bin/python3`, `lib/python3.11/...` with its `__pycache__`); the
   interpreter is started from the mount (`MNT/bin/python3 -I`, so it
   finds its library beside itself) and imports 42 standard modules.
+- `pip`: the same interpreter and library with Debian's
+  `/usr/lib/python3/dist-packages` (pip, setuptools, pygments,
+  cryptography, ...); `python3 -I -m pip list` from the mount imports
+  about 630 modules, 557 of them from files in 65 directories: a start made
+  of many small files.
 - `perl`: Perl's modules (`/usr/share/perl`, `/usr/lib/x86_64-linux-gnu/
   perl` and `perl-base`); the system's `perl` loads 38 of them with
   `@INC` set to the mount alone.
@@ -110,6 +115,14 @@ PYTHON_MODULES = (
     "http.client inspect itertools json logging lzma pathlib pickle random re shutil "
     "socket sqlite3 ssl statistics subprocess tarfile tempfile textwrap typing "
     "urllib.request uuid xml.etree.ElementTree zipfile").split()
+# pip's own start (`python3 -m pip list`), run so that a failure shows in
+# the exit status and the strays check can follow it in the same process.
+PIP_LIST = ("import runpy, sys\n"
+            "sys.argv = ['pip', '--disable-pip-version-check', 'list']\n"
+            "try:\n"
+            "    runpy.run_module('pip', run_name='__main__', alter_sys=True)\n"
+            "except SystemExit as e:\n"
+            "    assert not e.code, e.code\n")
 PERL_MODULES = (
     "strict warnings Archive::Tar Benchmark Carp Compress::Zlib Cwd Data::Dumper "
     "Digest::MD5 Digest::SHA Encode Errno Exporter Fcntl File::Find File::Path File::Spec "
@@ -199,6 +212,17 @@ WORKLOADS = [
              (("/usr/bin/python3.11", "bin/python3"), ("/usr/lib/python3.11", "lib/python3.11")),
              lambda m: python_argv(m, "import " + ", ".join(PYTHON_MODULES)),
              lambda m: python_argv(m, "import sys, " + ", ".join(PYTHON_MODULES) + "\n"
+                                   "for f in sorted({getattr(v, '__file__', None) or '' "
+                                   "for v in list(sys.modules.values())}):\n"
+                                   f"    f and not f.startswith('{m}/') and print(f)")),
+    Workload("pip", "pip lists the installed packages (about 630 modules imported)",
+             (("/usr/bin/python3.11", "bin/python3"), ("/usr/lib/python3.11", "lib/python3.11"),
+              ("/usr/lib/python3/dist-packages", "lib/python3/dist-packages")),
+             lambda m: python_argv(m, PIP_LIST),
+             lambda m: python_argv(m, "import contextlib, io\n"
+                                   "with contextlib.redirect_stdout(io.StringIO()):\n"
+                                   + "".join("    " + line + "\n"
+                                             for line in PIP_LIST.splitlines()) +
                                    "for f in sorted({getattr(v, '__file__', None) or '' "
                                    "for v in list(sys.modules.values())}):\n"
                                    f"    f and not f.startswith('{m}/') and print(f)")),
