@@ -1,7 +1,8 @@
 //! Equal contents that different parts store apart, joined into one:
 //! contents are grouped by size, and only those of a size more than one
 //! part holds are read and hashed (XXH3-128, as [`crate::dedupe`] finds
-//! duplicates), in parallel. A joined content is read from where its
+//! duplicates), in parallel, in the order their data lies in each part.
+//! A joined content is read from where its
 //! first file is stored; the copies later parts hold are no longer
 //! pointed at.
 
@@ -20,14 +21,28 @@ pub(crate) fn join_equal_contents(
     stored: StoredContents,
     layers: &[Arc<Filesystem>],
 ) -> Result<StoredContents> {
-    let candidates = shared_sizes(&stored);
-    let hashes: Vec<(usize, u128)> = candidates
+    let mut candidates = shared_sizes(&stored);
+    // In the order of their data in each part (a content's index follows
+    // where its data lies), so that the hashing threads walk each part's
+    // blocks front to back and a block is decoded about once, not once per
+    // read as in the merged tree's path order.
+    let index_in_part = |c: usize| {
+        let (layer, ino) = stored.at[c];
+        (
+            layer,
+            layers[layer].content_index(ino).unwrap_or(usize::MAX),
+        )
+    };
+    candidates.sort_by_cached_key(|&c| index_in_part(c));
+    let mut hashes: Vec<(usize, u128)> = candidates
         .into_par_iter()
         .map(|c| {
             let (layer, ino) = stored.at[c];
             Ok((c, hash(&layers[layer], ino, stored.contents[c].size)?))
         })
         .collect::<Result<_>>()?;
+    // Each joined to the first of its equals in the merged tree's order.
+    hashes.sort_unstable_by_key(|&(c, _)| c);
     // The content each is joined to (itself if none before it is equal).
     let mut target: Vec<usize> = (0..stored.contents.len()).collect();
     let mut first: HashMap<(u64, u128), usize> = HashMap::new();
