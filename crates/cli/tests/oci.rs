@@ -53,8 +53,10 @@ fn layout_and_docker_archive_give_umocis_rootfs() {
     assert_eq!(container["labels"]["k"], "v");
     assert!(hoard_ok(&["info", s(&image)]).contains("GREETING=hi"));
 
-    // DwarFS 0.15 reads the image, config and all.
-    dwarfs_check_and_extract(&image, &dir.path().join("by-dwarfs"));
+    // DwarFS 0.15 reads the image, config and all (where ../shared has it).
+    if dwarfs_bin().is_some() {
+        dwarfs_check_and_extract(&image, &dir.path().join("by-dwarfs"));
+    }
 
     // The same image through skopeo's docker archive.
     let archive = dir.path().join("image.tar");

@@ -316,9 +316,11 @@ pub fn dwarfs_bin() -> Option<PathBuf> {
     }
 }
 
-/// A command running DwarFS tool `name` (when [`dwarfs_bin`] found them).
+/// A command running DwarFS tool `name`; only when [`dwarfs_bin`] found
+/// them (without `../shared` the caller skips).
 pub fn tool(name: &str) -> Command {
-    Command::new(dwarfs_bin().unwrap().join(name))
+    let bin = dwarfs_bin().expect("DwarFS's tools are missing: check dwarfs_bin() first");
+    Command::new(bin.join(name))
 }
 
 /// Has DwarFS's own tools check `image` (`dwarfsck --check-integrity`)
