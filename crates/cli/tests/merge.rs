@@ -227,3 +227,43 @@ fn different_block_sizes_merge_only_recompressed() {
     hoard_ok(&merge_args(&args));
     assert_eq!(same_to_the_second(&p.expected, &out_path), "");
 }
+
+#[test]
+fn equal_contents_join_whatever_order_their_data_lies_in() {
+    // The first part stores `a` before `z` (in data order), and `z` is
+    // equal to the second part's `m`, which comes first in the merged
+    // tree: the contents are hashed in data order, and joined in the
+    // tree's (64 KiB blocks, so that the blocks only `z` used are left
+    // out).
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = (noise(200_000, 1), noise(200_000, 2));
+    write(&dir.path().join("p1/a.txt"), &y);
+    write(&dir.path().join("p1/z.txt"), &x);
+    write(&dir.path().join("p2/m.txt"), &x);
+    let images: Vec<PathBuf> = ["p1", "p2"]
+        .iter()
+        .map(|p| {
+            create_image(
+                &dir.path().join(p),
+                &dir.path().join(format!("{p}.dwarfs")),
+                &["-S", "16"],
+            )
+        })
+        .collect();
+    sh(
+        dir.path(),
+        "mkdir u && cp -a p1/. u && cp -a p2/. u && touch -r p1 u",
+    );
+    let merged = dir.path().join("merged.dwarfs");
+    let mut args = vec!["--union"];
+    args.extend(paths(&images));
+    args.extend(["-o", merged.to_str().unwrap()]);
+    hoard_ok(&merge_args(&args));
+    assert_eq!(same_to_the_second(&dir.path().join("u"), &merged), "");
+    let parts: u64 = images.iter().map(|i| size(i)).sum();
+    assert!(
+        size(&merged) < parts - 100_000,
+        "{} of {parts}",
+        size(&merged)
+    );
+}

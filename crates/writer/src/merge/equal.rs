@@ -2,9 +2,8 @@
 //! contents are grouped by size, and only those of a size more than one
 //! part holds are read and hashed (XXH3-128, as [`crate::dedupe`] finds
 //! duplicates), in parallel, in the order their data lies in each part.
-//! A joined content is read from where its
-//! first file is stored; the copies later parts hold are no longer
-//! pointed at.
+//! A joined content is read from where its first file (in the merged
+//! tree's order) is stored; the other copies are no longer pointed at.
 
 use crate::flatten::StoredContents;
 use crate::{Error, Result};
