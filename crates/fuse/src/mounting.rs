@@ -41,11 +41,12 @@ impl Attached {
 
 /// Unmounts whatever is mounted on `mountpoint`: umount(2), or, for a
 /// user who may not call it, `fusermount3 -u` (a FUSE mount of the
-/// user's own).
+/// user's own). A symlink as the last component is not followed (as
+/// `fusermount3 -u` does not): only the mount on that very path goes.
 pub fn unmount(mountpoint: &Path) -> std::io::Result<()> {
     let path = c_path(mountpoint)?;
     // SAFETY: `path` is a NUL-terminated path.
-    if unsafe { libc::umount2(path.as_ptr(), 0) } == 0 {
+    if unsafe { libc::umount2(path.as_ptr(), libc::UMOUNT_NOFOLLOW) } == 0 {
         return Ok(());
     }
     let err = std::io::Error::last_os_error();
