@@ -167,6 +167,14 @@ def python_argv(mnt: str, code: str) -> list:
     return [os.path.join(mnt, "bin", "python3"), "-I", "-c", code]
 
 
+def modules_outside(mnt: str) -> str:
+    """Python code printing the files of the loaded modules that are not
+    on the mount `mnt` (needs `sys`)."""
+    return ("for f in sorted({getattr(v, '__file__', None) or '' "
+            "for v in list(sys.modules.values())}):\n"
+            f"    f and not f.startswith('{mnt}/') and print(f)")
+
+
 def perl_argv(mnt: str, code: str) -> list:
     """The system's perl, with the mount as its only @INC, running `code`."""
     inc = ", ".join(f"'{os.path.join(mnt, d)}'" for d in PERL_INC)
@@ -212,9 +220,7 @@ WORKLOADS = [
              (("/usr/bin/python3.11", "bin/python3"), ("/usr/lib/python3.11", "lib/python3.11")),
              lambda m: python_argv(m, "import " + ", ".join(PYTHON_MODULES)),
              lambda m: python_argv(m, "import sys, " + ", ".join(PYTHON_MODULES) + "\n"
-                                   "for f in sorted({getattr(v, '__file__', None) or '' "
-                                   "for v in list(sys.modules.values())}):\n"
-                                   f"    f and not f.startswith('{m}/') and print(f)")),
+                                   + modules_outside(m))),
     Workload("pip", "pip lists the installed packages (about 630 modules imported)",
              (("/usr/bin/python3.11", "bin/python3"), ("/usr/lib/python3.11", "lib/python3.11"),
               ("/usr/lib/python3/dist-packages", "lib/python3/dist-packages")),
@@ -223,9 +229,7 @@ WORKLOADS = [
                                    "with contextlib.redirect_stdout(io.StringIO()):\n"
                                    + "".join("    " + line + "\n"
                                              for line in PIP_LIST.splitlines()) +
-                                   "for f in sorted({getattr(v, '__file__', None) or '' "
-                                   "for v in list(sys.modules.values())}):\n"
-                                   f"    f and not f.startswith('{m}/') and print(f)")),
+                                   modules_outside(m))),
     Workload("perl", f"perl loads {len(PERL_MODULES)} modules from the mount",
              (("/usr/share/perl", "share/perl"),
               ("/usr/lib/x86_64-linux-gnu/perl", "lib/perl"),
